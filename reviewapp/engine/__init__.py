@@ -1,0 +1,48 @@
+"""The verdict engine: pure Python, standard library only.
+
+Frozen dataclasses in, verdicts out. Nothing here imports Django, any other part of
+reviewapp, or does I/O; tests/engine/test_purity.py fails the build if it does. Everything
+else in Crosscheck is plumbing around this oracle.
+"""
+
+from .findings import Finding
+from .judge import RunJudgement, Verdict, judge_run, judge_runs
+from .normalize import Normalizer, canonical
+from .policy import Policy, PolicyError, load_policy
+from .records import (
+    ABSENT,
+    AgentAction,
+    Observation,
+    Record,
+    RecordError,
+    Resolution,
+    RunStarted,
+    ToolCall,
+    decode_line,
+    parse_line,
+    parse_record,
+)
+
+__all__ = [
+    "ABSENT",
+    "AgentAction",
+    "Finding",
+    "Normalizer",
+    "Observation",
+    "Policy",
+    "PolicyError",
+    "Record",
+    "RecordError",
+    "Resolution",
+    "RunJudgement",
+    "RunStarted",
+    "ToolCall",
+    "Verdict",
+    "canonical",
+    "decode_line",
+    "judge_run",
+    "judge_runs",
+    "load_policy",
+    "parse_line",
+    "parse_record",
+]

@@ -1,0 +1,136 @@
+"""Field normalizers (spec/policy.md): applied to compare values, never to stored raw values.
+
+Every normalizer is idempotent: normalizing a normalized value changes nothing. A value a
+normalizer does not understand is returned unchanged and so compared raw.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+# ISO 4217 minor-unit exponents. Codes not listed here are unknown: no guess is made.
+_EXPONENT_0 = "BIF CLP DJF GNF ISK JPY KMF KRW PYG RWF UGX UYI VND VUV XAF XOF XPF"
+_EXPONENT_3 = "BHD IQD JOD KWD LYD OMR TND"
+_EXPONENT_4 = "CLF UYW"
+_EXPONENT_2 = (
+    "AED AFN ALL AMD ANG AOA ARS AUD AWG AZN BAM BBD BDT BGN BMD BND BOB BOV BRL BSD BTN BWP "
+    "BYN BZD CAD CDF CHE CHF CHW CNY COP COU CRC CUC CUP CVE CZK DKK DOP DZD EGP ERN ETB EUR "
+    "FJD FKP GBP GEL GHS GIP GMD GTQ GYD HKD HNL HTG HUF IDR ILS INR IRR JMD KES KGS KHR KPW "
+    "KYD KZT LAK LBP LKR LRD LSL MAD MDL MGA MKD MMK MNT MOP MRU MUR MVR MWK MXN MXV MYR MZN "
+    "NAD NGN NIO NOK NPR NZD PAB PEN PGK PHP PKR PLN QAR RON RSD RUB SAR SBD SCR SDG SEK SGD "
+    "SHP SLE SLL SOS SRD SSP STN SVC SYP SZL THB TJS TMT TOP TRY TTD TWD TZS UAH USD USN UYU "
+    "UZS VED VES WST XCD XCG YER ZAR ZMW ZWG ZWL"
+)
+CURRENCY_EXPONENTS: Mapping[str, int] = {
+    code: exponent
+    for codes, exponent in ((_EXPONENT_0, 0), (_EXPONENT_2, 2), (_EXPONENT_3, 3), (_EXPONENT_4, 4))
+    for code in codes.split()
+}
+_DECIMAL_STRING = re.compile(r"-?\d+(?:\.\d+)?")
+NORMALIZER_KINDS = ("none", "enum", "text", "money")
+
+
+@dataclass(frozen=True, slots=True)
+class Normalizer:
+    """One field's normalizer; `aliases` keys are already case-folded when case-insensitive."""
+
+    kind: str = "none"
+    case_insensitive: bool = False
+    collapse_whitespace: bool = False
+    aliases: Mapping[str, str] = field(default_factory=dict)
+
+    def normalize(self, value: Any) -> Any:
+        if self.kind == "none":
+            return value
+        if self.kind == "enum":
+            return self._enum(value)
+        if self.kind == "text":
+            return self._text(value)
+        return normalize_money(value)
+
+    def _enum(self, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        key = value.casefold() if self.case_insensitive else value
+        return self.aliases.get(key, key)
+
+    def _text(self, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        text = " ".join(value.split()) if self.collapse_whitespace else value.strip()
+        return text.casefold() if self.case_insensitive else text
+
+
+def resolve_aliases(aliases: Mapping[str, str], case_insensitive: bool) -> dict[str, str]:
+    """Flatten alias chains (a -> b -> c becomes a -> c) so that enum is idempotent.
+
+    Raises ValueError naming the alias on a cycle."""
+    fold = str.casefold if case_insensitive else (lambda s: s)
+    direct = {fold(k): fold(v) for k, v in aliases.items()}
+    resolved = {}
+    for start in direct:
+        seen = {start}
+        target = direct[start]
+        while target in direct and direct[target] != target:
+            if target in seen:
+                raise ValueError(f'alias "{start}" leads to a cycle')
+            seen.add(target)
+            target = direct[target]
+        resolved[start] = target
+    return resolved
+
+
+def _decimal_amount(amount: Any) -> Decimal | None:
+    if isinstance(amount, bool):
+        return None
+    if isinstance(amount, int):
+        return Decimal(amount)
+    if isinstance(amount, float):
+        number = Decimal(repr(amount))
+    elif isinstance(amount, str) and _DECIMAL_STRING.fullmatch(amount.strip()):
+        try:
+            number = Decimal(amount.strip())
+        except InvalidOperation:
+            return None
+    else:
+        return None
+    return number if number.is_finite() else None
+
+
+def normalize_money(value: Any) -> Any:
+    """{"amount", "currency", "unit"} to integer minor units, or the value unchanged when
+    converting would need a guess (no currency, no unit, unknown currency, sub-minor)."""
+    if not isinstance(value, dict):
+        return value
+    currency, unit = value.get("currency"), value.get("unit")
+    if not isinstance(currency, str) or unit not in ("major", "minor"):
+        return value
+    exponent = CURRENCY_EXPONENTS.get(currency.upper())
+    amount = _decimal_amount(value.get("amount"))
+    if exponent is None or amount is None:
+        return value
+    minor = amount.scaleb(exponent) if unit == "major" else amount
+    if minor != minor.to_integral_value():
+        return value
+    return {"amount": int(minor), "currency": currency.upper(), "unit": "minor"}
+
+
+def canonical(value: Any) -> Any:
+    """A hashable form in which two JSON values are equal exactly when they are JSON-equal
+    (1 equals 1.0; true never equals 1; object key order does not matter)."""
+    kind = type(value)
+    if kind is str or value is None:
+        return value
+    if kind is bool:
+        return ("bool", value)
+    if kind is int or kind is float:
+        return value
+    if kind is list or kind is tuple:
+        return ("list", tuple(canonical(item) for item in value))
+    if kind is dict:
+        return ("object", frozenset((k, canonical(v)) for k, v in value.items()))
+    return ("other", repr(value))

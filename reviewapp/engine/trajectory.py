@@ -1,0 +1,63 @@
+"""Trajectory findings (spec/policy.md, from 004_6714dc685bad9bec.txt): checks on the path
+of tool calls, which count attempts, not successes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .findings import FindingCollector
+from .policy import Trajectory
+from .records import ToolCall
+
+
+def trajectory_findings(
+    calls: Sequence[ToolCall],
+    subject: Mapping[str, Any],
+    trajectory: Trajectory,
+    collector: FindingCollector,
+) -> None:
+    """Add every trajectory finding of one run's calls (in line order) to `collector`."""
+    scope = trajectory.scope_argument
+    expected_scope = subject.get(scope) if scope else None
+    succeeded: set[str] = set()
+    attempts_by_op: dict[tuple[str, str], list[ToolCall]] = {}
+    previous_mutation: ToolCall | None = None
+    checked_since_mutation = False
+
+    for call in calls:
+        if trajectory.allowed_tools is not None and call.tool not in trajectory.allowed_tools:
+            collector.add("tool-outside-allowlist", [call.tool_call_id])
+        if scope and expected_scope is not None:
+            argument = call.arguments.get(scope)
+            if argument is not None and argument != expected_scope:
+                collector.add("out-of-scope-entity", [call.tool_call_id])
+        for prerequisite in trajectory.prerequisites:
+            if call.tool == prerequisite.tool and prerequisite.requires not in succeeded:
+                collector.add("missing-prerequisite", [call.tool_call_id])
+        if call.ok is not False:
+            succeeded.add(call.tool)
+
+        if call.tool not in trajectory.mutating_tools:
+            checked_since_mutation = True
+            continue
+        if (
+            previous_mutation is not None
+            and previous_mutation.outcome == "unknown"
+            and not checked_since_mutation
+        ):
+            collector.add("retry-after-unknown-outcome", [call.tool_call_id])
+        previous_mutation, checked_since_mutation = call, False
+        # Calls without an opId count as one operation per tool name.
+        op_key = ("op", call.op_id) if call.op_id is not None else ("tool", call.tool)
+        attempts_by_op.setdefault(op_key, []).append(call)
+
+    for attempts in attempts_by_op.values():
+        ids = [a.tool_call_id for a in attempts]
+        budget = trajectory.max_mutations_per_op
+        if budget is not None and len(attempts) > budget:
+            collector.add("mutation-budget-exceeded", ids)
+        if len(attempts) > 1:
+            keys = {a.idempotency_key for a in attempts}
+            if len(keys) != 1 or not next(iter(keys)):
+                collector.add("retry-without-idempotency-key", ids)

@@ -1,0 +1,62 @@
+"""manage.py evaluate: judge trace files with the engine, print verdicts as JSON Lines.
+
+Reads files only and writes nothing to the database (spec/verdicts.md)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from reviewapp.engine import PolicyError, RecordError, judge_runs, parse_line
+from reviewapp.policies import active_policy, read_policy_file
+from reviewapp.trace_files import TraceFileError, read_trace_file
+
+
+class Command(BaseCommand):
+    help = "Judge trace files and print one JSON verdict object per run."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("traces", nargs="+", help="trace files (.jsonl, .jsonl.gz)")
+        parser.add_argument("--policy", help="policy document (default: the active policy)")
+        parser.add_argument(
+            "--json", action="store_true", help="JSON Lines output (the only format)"
+        )
+
+    def handle(self, *args, **options) -> None:
+        try:
+            policy = read_policy_file(options["policy"]) if options["policy"] else active_policy()
+        except PolicyError as exc:
+            self._fail(f"invalid policy {options['policy']}: {exc}")
+        except OSError as exc:
+            self._fail(f"cannot read policy {options['policy']}: {exc.strerror or exc}")
+
+        try:
+            streams = [read_trace_file(path) for path in options["traces"]]
+        except TraceFileError as exc:
+            self._fail(f"cannot read {exc}")
+
+        records, counts = [], {"lines": 0, "accepted": 0, "rejected": 0}
+        for lines in streams:
+            for line in lines:
+                counts["lines"] += 1
+                try:
+                    if line.error:
+                        raise RecordError(line.error)
+                    records.append(parse_line(line.payload))
+                    counts["accepted"] += 1
+                except RecordError as exc:
+                    counts["rejected"] += 1
+                    sys.stderr.write(f"{line.source}:{line.number}: {exc}\n")
+
+        for judgement in judge_runs(records, policy):
+            self.stdout.write(json.dumps(judgement.as_dict(), ensure_ascii=False))
+        sys.stderr.write(
+            f"{counts['lines']} lines, {counts['accepted']} accepted, {counts['rejected']} rejected\n"
+        )
+
+    def _fail(self, message: str) -> None:
+        # One line on stderr and exit 2, as the contract asks (CommandError would exit 1).
+        sys.stderr.write(f"evaluate: {message}\n")
+        raise SystemExit(2)

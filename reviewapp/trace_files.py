@@ -1,0 +1,106 @@
+"""Reading trace files line by line: plain or gzip (found by its magic bytes, whatever the
+name), in bounded memory, every physical line numbered and every failure turned into a
+line that carries its reason instead of an exception."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+GZIP_MAGIC = b"\x1f\x8b"
+UTF8_BOM = b"\xef\xbb\xbf"
+MAX_LINE_BYTES = 8 * 1024 * 1024
+# What is kept of a line too long to keep whole.
+OVERSIZED_PREFIX_BYTES = 4096
+
+
+class TraceFileError(OSError):
+    """A path that cannot be read at all (missing, a directory, no permission)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RawLine:
+    """One non-blank physical line as it arrived (without its newline), or a read failure."""
+
+    source: str
+    number: int
+    raw: bytes
+    error: str | None = None
+
+    @property
+    def payload(self) -> bytes:
+        """The bytes to decode: no carriage return before the newline, no BOM opening the file."""
+        data = self.raw[:-1] if self.raw.endswith(b"\r") else self.raw
+        if self.number == 1 and data.startswith(UTF8_BOM):
+            data = data[len(UTF8_BOM) :]
+        return data
+
+
+def open_stream(stream: BinaryIO) -> BinaryIO:
+    """Wrap a binary stream in a gzip decoder when it starts with the gzip magic bytes."""
+    buffered = stream if isinstance(stream, io.BufferedReader) else io.BufferedReader(stream)  # type: ignore[arg-type]
+    if buffered.peek(2)[:2] == GZIP_MAGIC:
+        return gzip.GzipFile(fileobj=buffered)  # type: ignore[return-value]
+    return buffered
+
+
+def iter_raw_lines(stream: BinaryIO, source: str) -> Iterator[RawLine]:
+    """Yield the non-blank lines of a (possibly gzip) stream; a corrupt or truncated gzip
+    ends with one RawLine carrying the error, after every line that could be read."""
+    reader = open_stream(stream)
+    number = 0
+    while True:
+        try:
+            chunk = reader.readline(MAX_LINE_BYTES + 1)
+        except (OSError, EOFError, zlib.error) as exc:
+            yield RawLine(source, number + 1, b"", error=f"unreadable compressed data: {exc}")
+            return
+        if not chunk:
+            return
+        number += 1
+        if len(chunk) > MAX_LINE_BYTES and not chunk.endswith(b"\n"):
+            size = len(chunk)
+            prefix = chunk[:OVERSIZED_PREFIX_BYTES]
+            try:
+                while not chunk.endswith(b"\n"):
+                    chunk = reader.readline(1 << 20)
+                    if not chunk:
+                        break
+                    size += len(chunk)
+            except (OSError, EOFError, zlib.error) as exc:
+                yield RawLine(source, number + 1, b"", error=f"unreadable compressed data: {exc}")
+                return
+            yield RawLine(
+                source,
+                number,
+                prefix,
+                error=f"line is {size:,} bytes, over the {MAX_LINE_BYTES:,}-byte limit (first "
+                f"{OVERSIZED_PREFIX_BYTES:,} bytes kept)",
+            )
+            continue
+        raw = chunk[:-1] if chunk.endswith(b"\n") else chunk
+        if raw.strip() in (b"", UTF8_BOM):
+            continue
+        yield RawLine(source, number, raw)
+
+
+def read_trace_file(path: str | Path) -> Iterator[RawLine]:
+    """The lines of one trace file. Raises TraceFileError before yielding if it cannot be opened."""
+    path = Path(path)
+    if path.is_dir():
+        raise TraceFileError(f"{path}: is a directory")
+    try:
+        stream = path.open("rb")
+    except OSError as exc:
+        raise TraceFileError(f"{path}: {exc.strerror or exc}") from None
+    return _closing_lines(stream, str(path))
+
+
+def _closing_lines(stream: BinaryIO, source: str) -> Iterator[RawLine]:
+    with stream:
+        yield from iter_raw_lines(stream, source)
