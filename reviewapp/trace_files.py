@@ -84,7 +84,7 @@ def iter_raw_lines(stream: BinaryIO, source: str) -> Iterator[RawLine]:
             )
             continue
         raw = chunk[:-1] if chunk.endswith(b"\n") else chunk
-        if raw.strip() in (b"", UTF8_BOM):
+        if not raw.strip():
             continue
         yield RawLine(source, number, raw)
 

@@ -1,0 +1,157 @@
+# shellcheck shell=bash
+# Helpers shared by scripts/run and scripts/test. Source it; it runs nothing by itself.
+#
+#   find_python            sets PY to the first Python >= 3.12 that runs, or exits 1
+#   ensure_venv REQFILE    makes .venv (with $PY) and installs REQFILE into it, once
+#   free_port              prints a free TCP port on 127.0.0.1
+#   wait_for_port PORT [SECONDS]   waits until 127.0.0.1:PORT accepts connections
+#   section TITLE          prints a header, with the seconds since the script started
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$REPO_ROOT/.venv"
+VENV_PY="$VENV/bin/python"
+SCRIPT_STARTED=$SECONDS
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+
+section() {
+    printf '\n==> %s  [+%ss]\n' "$*" "$((SECONDS - SCRIPT_STARTED))"
+}
+
+die() {
+    printf 'error: %s\n' "$*" >&2
+    exit 1
+}
+
+# Succeeds when "$1" runs and is Python 3.12 or newer. Run from the repo root, so
+# that a pyenv shim sees the .python-version file there.
+_python_ok() {
+    (cd "$REPO_ROOT" && "$1" -c 'import sys; raise SystemExit(sys.version_info < (3, 12))') \
+        >/dev/null 2>&1
+}
+
+_python_describe() {
+    (cd "$REPO_ROOT" && "$1" -c 'import platform; print(platform.python_version())') 2>/dev/null
+}
+
+find_python() {
+    local c path version tried=()
+    local candidates=(python3.13 python3.12 python3 python)
+    if [[ -n "${PYTHON:-}" ]]; then
+        candidates=("$PYTHON" "${candidates[@]}")
+    fi
+    for c in "${candidates[@]}"; do
+        if ! path="$(command -v "$c" 2>/dev/null)"; then
+            tried+=("$c: not found")
+            continue
+        fi
+        if _python_ok "$path"; then
+            PY="$path"
+            return 0
+        fi
+        if version="$(_python_describe "$path")" && [[ -n "$version" ]]; then
+            tried+=("$c ($path): Python $version, too old")
+        else
+            tried+=("$c ($path): does not run")
+        fi
+    done
+    {
+        echo "error: Crosscheck needs Python 3.12 or newer (Django 6.1), and none was found."
+        echo "Tried:"
+        printf '  - %s\n' "${tried[@]}"
+        echo "Fix: install Python 3.12+ and run this again, for example:"
+        echo "  - pyenv install 3.13   (the repo's .python-version names 3.13)"
+        echo "  - apt-get install python3.13 python3.13-venv   (where your distribution ships it;"
+        echo "    Debian 12 ships only 3.11)"
+        echo "  - or point PYTHON at one: PYTHON=/path/to/python3.13 $0"
+    } >&2
+    exit 1
+}
+
+_venv_ok() {
+    [[ -x "$VENV_PY" ]] && _python_ok "$VENV_PY"
+}
+
+# The requirement file and every file it pulls in with -r / --requirement, recursively.
+_req_closure() {
+    local file="$1" dir line ref
+    [[ -f "$file" ]] || die "requirement file not found: $file"
+    dir="$(dirname "$file")"
+    printf '%s\n' "$file"
+    while IFS= read -r line || [[ -n "$line" ]]; do
+        line="${line%%#*}"
+        if [[ "$line" =~ ^[[:space:]]*(-r|--requirement)[[:space:]=]*([^[:space:]]+) ]]; then
+            ref="${BASH_REMATCH[2]}"
+            [[ "$ref" == /* ]] || ref="$dir/$ref"
+            _req_closure "$ref"
+        fi
+    done <"$file"
+}
+
+ensure_venv() {
+    local reqfile="${1:?ensure_venv needs a requirement file}" stamp want file
+    [[ "$reqfile" == /* ]] || reqfile="$REPO_ROOT/$reqfile"
+    if ! _venv_ok; then
+        find_python
+        echo "Creating $VENV with $PY ($(_python_describe "$PY"))"
+        if ! (cd "$REPO_ROOT" && "$PY" -m venv --clear "$VENV"); then
+            die "could not create $VENV with $PY; on Debian/Ubuntu install the venv module (apt-get install python3-venv, or python3.X-venv for your version)"
+        fi
+    fi
+    stamp="$VENV/.installed-$(basename "$reqfile").sha256"
+    want="$(
+        {
+            "$VENV_PY" -VV
+            while IFS= read -r file; do
+                printf '%s\n' "$file"
+                cat "$file"
+            done < <(_req_closure "$reqfile")
+        } | sha256sum | cut -d' ' -f1
+    )"
+    if [[ -f "$stamp" && "$(<"$stamp")" == "$want" ]]; then
+        return 0
+    fi
+    echo "Installing $(basename "$reqfile") into .venv"
+    "$VENV_PY" -m pip install -q -r "$reqfile" || die "pip install -r $reqfile failed"
+    printf '%s\n' "$want" >"$stamp"
+}
+
+free_port() {
+    local py="$VENV_PY"
+    [[ -x "$py" ]] || py="${PY:-python3}"
+    "$py" -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])
+s.close()'
+}
+
+port_open() {
+    "$VENV_PY" -c 'import socket, sys
+try:
+    socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1).close()
+except OSError:
+    raise SystemExit(1)' "$1" 2>/dev/null
+}
+
+wait_for_port() {
+    local port="$1" timeout="${2:-30}" deadline
+    deadline=$((SECONDS + timeout))
+    until port_open "$port"; do
+        ((SECONDS < deadline)) || return 1
+        sleep 0.2
+    done
+}
+
+# Stops a process group that was started with setsid (its id is the leader's pid):
+# SIGTERM, then SIGKILL after GRACE seconds.
+stop_group() {
+    local pid="$1" grace="${2:-10}" i
+    [[ -n "$pid" ]] || return 0
+    kill -TERM -- "-$pid" 2>/dev/null || return 0
+    for ((i = 0; i < grace * 10; i++)); do
+        kill -0 -- "-$pid" 2>/dev/null || return 0
+        sleep 0.1
+    done
+    echo "process group $pid still running after ${grace}s: killing it" >&2
+    kill -KILL -- "-$pid" 2>/dev/null || true
+}

@@ -1,0 +1,155 @@
+"""Run findings: integrity, agent resolution and trajectory (spec/policy.md)."""
+
+from tests.engine.helpers import action, call, finding_kinds, judge, obs, resolution
+
+TRAJECTORY = {
+    "trajectory": {
+        "allowedTools": ["lookup", "check", "refund"],
+        "mutatingTools": ["refund"],
+        "scopeArgument": "customerId",
+        "prerequisites": [{"tool": "refund", "requires": "check"}],
+        "maxMutationsPerOp": 1,
+    }
+}
+
+
+def test_orphan_observations_are_flagged_only_when_the_run_has_calls():
+    with_calls = [call("c1"), obs("o1", "a", toolCallId="c1"), obs("o2", "a", toolCallId="nope")]
+    assert finding_kinds(judge(with_calls)) == {"orphan-observation": ["o2"]}
+    without_calls = [obs("o1", "a", toolCallId="c1"), obs("o2", "a", toolCallId="nope")]
+    assert finding_kinds(judge(without_calls)) == {}
+
+
+def test_duplicate_observation_ids_are_flagged_once():
+    lines = [obs("o1", "a", status="x"), obs("o1", "b", status="x"), obs("o1", "c", status="x")]
+    judgement = judge(lines)
+    assert finding_kinds(judgement) == {"duplicate-observation-id": ["o1"]}
+    # Both deliveries are still evidence: nothing is silently dropped.
+    assert judgement.verdicts[0].evidence == ("o1", "o1", "o1")
+
+
+def test_an_event_delivered_twice_with_different_bodies_is_an_integrity_problem():
+    same = [obs("o1", "a", eventId="e1", status="x"), obs("o2", "a", eventId="e1", status="x")]
+    assert finding_kinds(judge(same)) == {}
+    differ = [obs("o1", "a", eventId="e1", status="x"), obs("o2", "a", eventId="e1", status="y")]
+    assert finding_kinds(judge(differ)) == {"event-body-mismatch": ["o1", "o2"]}
+
+
+def test_agent_resolution_is_compared_not_trusted():
+    conflict = [obs("o1", "a", status="x"), obs("o2", "b", status="y")]
+    agent_resolved = [*conflict, resolution(kind="resolved", value="x")]
+    assert finding_kinds(judge(agent_resolved)) == {"agent-resolution-disagrees": ["o1", "o2"]}
+    agent_escalated = [*conflict, resolution(kind="needs_human_review")]
+    assert finding_kinds(judge(agent_escalated)) == {}
+
+
+def test_agent_resolution_values_are_compared_after_normalizing():
+    policy = {"fields": {"status": {"normalize": {"kind": "enum", "caseInsensitive": True}}}}
+    agreed = [obs("o1", "a", status="paid"), obs("o2", "b", status="PAID")]
+    same = [*agreed, resolution(kind="confirmed", status="Paid")]
+    assert finding_kinds(judge(same, policy)) == {}
+    other = [*agreed, resolution(kind="confirmed", status="refunded")]
+    assert finding_kinds(judge(other, policy)) == {"agent-resolution-disagrees": ["o1", "o2"]}
+    silent = [*agreed, resolution(kind="resolved")]
+    assert finding_kinds(judge(silent, policy)) == {}
+
+
+def test_only_the_last_resolution_and_its_disputed_fields_count():
+    policy = {"fields": {"status": {}, "qty": {}}}
+    lines = [
+        obs("o1", "a", status="x", qty=1),
+        obs("o2", "b", status="x", qty=2),
+        resolution(kind="confirmed"),
+        resolution(kind="conflict", disputedFields=["qty"]),
+    ]
+    assert finding_kinds(judge(lines, policy)) == {}
+    lines.append(resolution(kind="conflict"))
+    assert finding_kinds(judge(lines, policy)) == {"agent-resolution-disagrees": ["o1", "o2"]}
+
+
+def test_a_clean_trajectory_has_no_findings_in_any_lookup_order():
+    base = [
+        {"type": "run_started", "subject": {"customerId": "c1"}},
+        call("a1", "lookup", arguments={"customerId": "c1"}),
+        call("a2", "check", arguments={"customerId": "c1"}),
+    ]
+    refund = call("a3", "refund", arguments={"customerId": "c1"}, opId="op", idempotencyKey="k")
+    assert finding_kinds(judge([*base, refund], TRAJECTORY)) == {}
+    assert finding_kinds(judge([base[0], base[2], base[1], refund], TRAJECTORY)) == {}
+
+
+def test_a_prerequisite_must_have_succeeded_earlier():
+    failed_check = [call("a1", "check", ok=False), call("a2", "refund", opId="op")]
+    assert finding_kinds(judge(failed_check, TRAJECTORY)) == {"missing-prerequisite": ["a2"]}
+    check_after = [call("a1", "refund", opId="op"), call("a2", "check")]
+    assert finding_kinds(judge(check_after, TRAJECTORY)) == {"missing-prerequisite": ["a1"]}
+
+
+def test_scope_and_allowlist_count_attempts():
+    lines = [
+        {"type": "run_started", "subject": {"customerId": "c1"}},
+        call("a1", "search", arguments={"customerId": "c9"}, ok=False),
+        call("a2", "lookup", arguments={"customerId": "c1"}),
+        call("a3", "lookup", arguments={}),
+    ]
+    assert finding_kinds(judge(lines, TRAJECTORY)) == {
+        "out-of-scope-entity": ["a1"],
+        "tool-outside-allowlist": ["a1"],
+    }
+
+
+def test_retries_share_an_operation_and_need_one_idempotency_key():
+    keyed = [
+        call("a0", "check"),
+        call("a1", "refund", opId="op", idempotencyKey="k", outcome="failure"),
+        call("a2", "refund", opId="op", idempotencyKey="k", outcome="success"),
+    ]
+    assert finding_kinds(judge(keyed, TRAJECTORY)) == {"mutation-budget-exceeded": ["a1", "a2"]}
+    unkeyed = [
+        call("a0", "check"),
+        call("a1", "refund", opId="op"),
+        call("a2", "refund", opId="op"),
+    ]
+    assert finding_kinds(judge(unkeyed, TRAJECTORY)) == {
+        "mutation-budget-exceeded": ["a1", "a2"],
+        "retry-without-idempotency-key": ["a1", "a2"],
+    }
+    separate_ops = [
+        call("a0", "check"),
+        call("a1", "refund", opId="op-1"),
+        call("a2", "refund", opId="op-2"),
+    ]
+    assert finding_kinds(judge(separate_ops, TRAJECTORY)) == {}
+
+
+def test_calls_without_an_op_id_share_their_tool_name():
+    lines = [call("a0", "check"), call("a1", "refund"), call("a2", "refund")]
+    assert "mutation-budget-exceeded" in finding_kinds(judge(lines, TRAJECTORY))
+
+
+def test_a_retry_after_an_unknown_outcome_needs_a_status_check_first():
+    policy = {"trajectory": {"mutatingTools": ["refund"]}}
+    blind = [
+        call("a1", "refund", opId="x", idempotencyKey="k", outcome="unknown"),
+        call("a2", "refund", opId="x", idempotencyKey="k"),
+    ]
+    assert finding_kinds(judge(blind, policy)) == {"retry-after-unknown-outcome": ["a2"]}
+    checked = [blind[0], call("s1", "get_refund_status"), blind[1]]
+    assert finding_kinds(judge(checked, policy)) == {}
+
+
+def test_findings_are_ordered_by_kind_then_first_evidence():
+    lines = [
+        call("c1"),
+        call("c1"),
+        obs("o2", "a", toolCallId="zz"),
+        obs("o2", "a", toolCallId="c1"),
+        action("stop"),
+    ]
+    kinds = [f.kind for f in judge(lines).findings]
+    assert kinds == ["duplicate-observation-id", "duplicate-tool-call-id", "orphan-observation"]
+
+
+def test_no_trajectory_section_means_no_trajectory_findings():
+    lines = [call("a1", "anything", opId="op"), call("a2", "anything", opId="op")]
+    assert finding_kinds(judge(lines)) == {}
