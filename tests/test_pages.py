@@ -1,0 +1,57 @@
+"""Login, the base layout and its security headers."""
+
+import pytest
+from django.urls import reverse
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def reviewer(django_user_model):
+    return django_user_model.objects.create_user(username="rita", password="pw-rita-123")
+
+
+def test_every_page_but_login_needs_a_login(client):
+    response = client.get(reverse("dashboard"))
+    assert response.status_code == 302
+    assert response["Location"] == f"{reverse('login')}?next=/"
+    assert client.get(reverse("login")).status_code == 200
+
+
+def test_logging_in_lands_on_the_dashboard(client, reviewer):
+    response = client.post(
+        reverse("login"), {"username": "rita", "password": "pw-rita-123"}, follow=True
+    )
+    assert response.redirect_chain[-1][0] == reverse("dashboard")
+    assert b"Dashboard" in response.content
+    assert b"rita" in response.content
+
+
+def test_a_wrong_password_is_refused(client, reviewer):
+    response = client.post(reverse("login"), {"username": "rita", "password": "wrong"})
+    assert response.status_code == 200
+    assert b"didn't match" in response.content
+
+
+def test_the_layout_wires_htmx_locally_with_the_csrf_header(client, reviewer):
+    client.force_login(reviewer)
+    body = client.get(reverse("dashboard")).content.decode()
+    assert '<script src="/static/django_htmx/htmx-2.min.js"' in body
+    assert 'hx-headers=\'{"x-csrftoken": "' in body
+    assert "//unpkg.com" not in body and "cdn" not in body.lower()
+
+
+def test_responses_carry_a_content_security_policy(client):
+    response = client.get(reverse("login"))
+    policy = response["Content-Security-Policy"]
+    assert "default-src 'self'" in policy
+    assert "frame-ancestors 'none'" in policy
+    assert "script-src 'self' 'nonce-" in policy
+    assert response["X-Frame-Options"] == "DENY"
+
+
+def test_logout_needs_a_post(client, reviewer):
+    client.force_login(reviewer)
+    assert client.get(reverse("logout")).status_code == 405
+    assert client.post(reverse("logout")).status_code == 302
+    assert client.get(reverse("dashboard")).status_code == 302
