@@ -142,16 +142,37 @@ wait_for_port() {
     done
 }
 
-# Stops a process group that was started with setsid (its id is the leader's pid):
-# SIGTERM, then SIGKILL after GRACE seconds.
-stop_group() {
-    local pid="$1" grace="${2:-10}" i
-    [[ -n "$pid" ]] || return 0
-    kill -TERM -- "-$pid" 2>/dev/null || return 0
-    for ((i = 0; i < grace * 10; i++)); do
-        kill -0 -- "-$pid" 2>/dev/null || return 0
+# Stops process groups that were started with setsid (a group's id is its leader's
+# pid), all at once: SIGTERM to each leader (a Celery worker then shuts down warm and
+# stops its own pool), SIGTERM to what is left of a group once its leader is gone, and
+# SIGKILL to any group still there after GRACE seconds.
+#   stop_groups GRACE PID...
+stop_groups() {
+    local grace="$1" pid i alive
+    local -A group_termed=()
+    shift
+    for pid in "$@"; do
+        if [[ -n "$pid" ]]; then
+            kill -TERM "$pid" 2>/dev/null || true
+        fi
+    done
+    for ((i = 0; i <= grace * 10; i++)); do
+        alive=()
+        for pid in "$@"; do
+            if [[ -n "$pid" ]] && kill -0 -- "-$pid" 2>/dev/null; then
+                alive+=("$pid")
+                if [[ -z "${group_termed[$pid]:-}" ]] && ! kill -0 "$pid" 2>/dev/null; then
+                    group_termed[$pid]=1
+                    kill -TERM -- "-$pid" 2>/dev/null || true
+                fi
+            fi
+        done
+        ((${#alive[@]})) || return 0
         sleep 0.1
     done
-    echo "process group $pid still running after ${grace}s: killing it" >&2
-    kill -KILL -- "-$pid" 2>/dev/null || true
+    for pid in "${alive[@]}"; do
+        echo "process group $pid still running after ${grace}s: killing it" >&2
+        kill -KILL -- "-$pid" 2>/dev/null || true
+    done
+    return 0
 }
