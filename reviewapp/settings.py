@@ -182,5 +182,13 @@ CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 3900)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE: dict = {}
 
+# Uploaded and posted trace files wait here for a worker (a volume shared with the
+# workers in docker-compose).
+UPLOAD_DIR = Path(os.environ.get("UPLOAD_DIR", VAR_DIR / "uploads"))
+# The largest body the ingest API and the upload page accept.
+INGEST_MAX_BYTES = env_int("INGEST_MAX_BYTES", 512 * 1024 * 1024)
+# Uploads up to this size are ingested while the browser waits; larger ones by a worker.
+INGEST_INLINE_MAX_BYTES = env_int("INGEST_INLINE_MAX_BYTES", 1024 * 1024)
+
 # The policy that judges runs until an approved policy version exists.
 DEFAULT_POLICY_PATH = BASE_DIR / "reviewapp" / "default_policy.json"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,6 +18,8 @@ UTF8_BOM = b"\xef\xbb\xbf"
 MAX_LINE_BYTES = 8 * 1024 * 1024
 # What is kept of a line too long to keep whole.
 OVERSIZED_PREFIX_BYTES = 4096
+# A pretty-printed JSON document (an OTLP export, say) is read whole up to this size.
+MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
 
 
 class TraceFileError(OSError):
@@ -49,10 +52,60 @@ def open_stream(stream: BinaryIO) -> BinaryIO:
     return buffered
 
 
+class _Concatenated(io.RawIOBase):
+    """Bytes already read, then the rest of a stream, as one readable stream."""
+
+    def __init__(self, head: bytes, rest: BinaryIO):
+        self._head, self._rest = io.BytesIO(head), rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        count = self._head.readinto(buffer)
+        if count:
+            return count
+        data = self._rest.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def _whole_document(reader: BinaryIO) -> tuple[bytes | None, BinaryIO]:
+    """A file whose first line is not a JSON value but which opens with { or [ may be one
+    pretty-printed document: return it whole, or give back a reader that starts over."""
+    head = reader.peek(65536) if hasattr(reader, "peek") else b""  # type: ignore[attr-defined]
+    opening = head.lstrip()
+    if opening[:1] not in (b"{", b"[") or b"\n" not in opening:
+        return None, reader
+    first_line = opening.split(b"\n", 1)[0].rstrip(b"\r")
+    try:
+        json.loads(first_line)
+        return None, reader
+    except ValueError:
+        pass
+    data = reader.read(MAX_DOCUMENT_BYTES + 1)
+    if len(data) <= MAX_DOCUMENT_BYTES:
+        try:
+            json.loads(data)
+            return data, reader
+        except ValueError:
+            pass
+    return None, io.BufferedReader(_Concatenated(data, reader))
+
+
 def iter_raw_lines(stream: BinaryIO, source: str) -> Iterator[RawLine]:
-    """Yield the non-blank lines of a (possibly gzip) stream; a corrupt or truncated gzip
-    ends with one RawLine carrying the error, after every line that could be read."""
+    """Yield the non-blank lines of a (possibly gzip) stream, or a pretty-printed document as
+    one unit; a corrupt or truncated gzip ends with one RawLine carrying the error, after
+    every line that could be read."""
     reader = open_stream(stream)
+    try:
+        document, reader = _whole_document(reader)
+    except (OSError, EOFError, zlib.error) as exc:
+        yield RawLine(source, 1, b"", error=f"unreadable compressed data: {exc}")
+        return
+    if document is not None:
+        yield RawLine(source, 1, document.strip())
+        return
     number = 0
     while True:
         try:

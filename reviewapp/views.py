@@ -5,4 +5,4 @@ from reviewapp.policies import active_policy
 
 
 def dashboard(request: HttpRequest) -> HttpResponse:
-    return render(request, "dashboard.html", {"policy": active_policy()})
+    return render(request, "dashboard.html", {"policy": active_policy().policy})

@@ -17,7 +17,7 @@ GOOD = (
 )
 
 
-def evaluate(capsys, *paths, policy=None):
+def evaluate(capsys, *paths, policy=str(SPEC / "order-status.policy.json")):
     call_command("evaluate", *map(str, paths), policy=policy, json=True)
     captured = capsys.readouterr()
     runs = [json.loads(line) for line in captured.out.splitlines()]
@@ -70,10 +70,11 @@ def test_runs_come_out_in_order_of_first_appearance_across_files(tmp_path, capsy
     assert err == ["4 lines, 4 accepted, 0 rejected"]
 
 
+@pytest.mark.django_db
 def test_default_policy_is_the_active_one(tmp_path, capsys):
     trace = tmp_path / "t.jsonl"
     trace.write_text(GOOD)
-    runs, _ = evaluate(capsys, trace)
+    runs, _ = evaluate(capsys, trace, policy=None)
     assert runs[0]["verdicts"][0]["field"] == "status"
 
 

@@ -161,6 +161,16 @@ def _reject_constant(name: str) -> Any:
     raise RecordError(f"{name} is not valid JSON")
 
 
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if number in (_INFINITY, -_INFINITY):
+        raise RecordError(f"number {text[:40]} is too large")
+    return number
+
+
+_INFINITY = float("inf")
+
+
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _JSON_TYPE_NAMES = {
     dict: "an object",
@@ -193,13 +203,15 @@ def decode_line(raw: bytes | str) -> dict[str, Any]:
             text,
             object_pairs_hook=_object_without_duplicate_keys,
             parse_constant=_reject_constant,
+            parse_float=_finite_float,
         )
     except RecordError:
         raise
     except RecursionError:
         raise RecordError("JSON nested too deeply") from None
     except json.JSONDecodeError as exc:
-        raise RecordError(f"not valid JSON: {exc.msg} at column {exc.colno}") from None
+        message = exc.msg.removesuffix(" at")
+        raise RecordError(f"not valid JSON: {message} at column {exc.colno}") from None
     if not isinstance(obj, dict):
         raise RecordError(f"not a JSON object but {json_type_name(obj)}")
     if _SURROGATE_ESCAPE.search(text):

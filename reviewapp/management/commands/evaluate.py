@@ -10,12 +10,14 @@ import sys
 from django.core.management.base import BaseCommand, CommandParser
 
 from reviewapp.engine import PolicyError, RecordError, judge_runs, parse_line
-from reviewapp.policies import active_policy, read_policy_file
+from reviewapp.policies import active_policy_offline, read_policy_file
 from reviewapp.trace_files import TraceFileError, read_trace_file
 
 
 class Command(BaseCommand):
     help = "Judge trace files and print one JSON verdict object per run."
+    # A file tool: it must run where no database is reachable.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("traces", nargs="+", help="trace files (.jsonl, .jsonl.gz)")
@@ -26,7 +28,11 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         try:
-            policy = read_policy_file(options["policy"]) if options["policy"] else active_policy()
+            policy = (
+                read_policy_file(options["policy"])
+                if options["policy"]
+                else active_policy_offline()
+            )
         except PolicyError as exc:
             self._fail(f"invalid policy {options['policy']}: {exc}")
         except OSError as exc:

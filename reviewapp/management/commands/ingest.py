@@ -1,0 +1,80 @@
+"""manage.py ingest PATH...: files, .gz files and folders, through the one ingest pipeline."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from reviewapp.ingestion import IngestSummary, expand_paths, ingest_file
+from reviewapp.models import IngestBatch
+
+
+class ProgressBar:
+    """A one-line bar on a terminal; silent anywhere else."""
+
+    def __init__(self, label: str, stream=sys.stderr):
+        self.label, self.stream = label, stream
+        self.enabled = stream.isatty()
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled or not total:
+            return
+        share = min(1.0, done / total)
+        filled = int(share * 30)
+        self.stream.write(
+            f"\r{self.label[-40:]:<40} [{'#' * filled}{'.' * (30 - filled)}] {share:4.0%}"
+        )
+        self.stream.flush()
+
+    def finish(self) -> None:
+        if self.enabled:
+            self.stream.write("\n")
+
+
+class Command(BaseCommand):
+    help = "Ingest trace files (JSON Lines, gzip, OpenTelemetry JSON) and judge their runs."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("paths", nargs="+", help="files or folders")
+        parser.add_argument("--json", action="store_true", help="print one JSON summary object")
+
+    def handle(self, *args, **options) -> None:
+        files = expand_paths(options["paths"])
+        for path in files:
+            problem = _unreadable(path)
+            if problem:
+                sys.stderr.write(f"ingest: cannot read {path}: {problem}\n")
+                raise SystemExit(2)
+        total = IngestSummary()
+        for path in files:
+            bar = ProgressBar(str(path))
+            summary = ingest_file(path, channel=IngestBatch.Channel.CLI, progress=bar)
+            bar.finish()
+            total.add(summary)
+            if not options["json"]:
+                self.stdout.write(f"{path}: {_describe(summary)}")
+        if options["json"]:
+            self.stdout.write(json.dumps(total.as_dict()))
+        elif len(files) > 1:
+            self.stdout.write(f"total: {_describe(total)}")
+
+
+def _unreadable(path: Path) -> str | None:
+    if not path.exists():
+        return "No such file or directory"
+    try:
+        with path.open("rb") as stream:
+            stream.read(1)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
+def _describe(summary: IngestSummary) -> str:
+    return (
+        f"{summary.lines:,} lines: {summary.accepted:,} accepted, {summary.duplicates:,} duplicates, "
+        f"{summary.rejected:,} rejected; {summary.runs:,} runs judged, {summary.tickets:,} tickets opened"
+    )

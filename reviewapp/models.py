@@ -1,0 +1,367 @@
+"""Crosscheck's stored facts.
+
+Lines, records, judgements, verdicts and findings are written once and never changed:
+a run judged again gets a new judgement beside the old one. Tickets are the work items
+that move; every move of a ticket is an AuditEvent.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class PolicyVersion(models.Model):
+    """A published, numbered, immutable policy document."""
+
+    number = models.PositiveIntegerField(unique=True)
+    name = models.CharField(max_length=200, blank=True)
+    document = models.JSONField()
+    reason = models.TextField(blank=True)
+    published_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    published_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-number"]
+
+    def __str__(self) -> str:
+        return f"v{self.number}"
+
+
+class ApiToken(models.Model):
+    """A bearer token for the ingest API; only its SHA-256 is stored."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=12)
+    token_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+
+class IngestBatch(models.Model):
+    """One delivery of one file or body, by one way in."""
+
+    class Channel(models.TextChoices):
+        CLI = "cli", "command line"
+        UPLOAD = "upload", "browser upload"
+        API = "api", "HTTP API"
+
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    channel = models.CharField(max_length=10, choices=Channel.choices)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    api_token = models.ForeignKey(
+        ApiToken, null=True, blank=True, on_delete=models.PROTECT, related_name="batches"
+    )
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True)
+    file_name = models.CharField(max_length=255)
+    content_sha256 = models.CharField(max_length=64, db_index=True)
+    size_bytes = models.BigIntegerField(default=0)
+    stored_path = models.CharField(max_length=500, blank=True)
+    bytes_done = models.BigIntegerField(default=0)
+    lines = models.PositiveIntegerField(default=0)
+    accepted = models.PositiveIntegerField(default=0)
+    duplicates = models.PositiveIntegerField(default=0)
+    rejected = models.PositiveIntegerField(default=0)
+    runs = models.PositiveIntegerField(default=0)
+    tickets = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["api_token", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="batch_idempotency_key_per_token",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.file_name} ({self.get_channel_display()})"
+
+    @property
+    def progress_percent(self) -> int:
+        if self.state == self.State.DONE:
+            return 100
+        if not self.size_bytes:
+            return 0
+        return min(99, int(self.bytes_done * 100 / self.size_bytes))
+
+    @property
+    def is_finished(self) -> bool:
+        return self.state in (self.State.DONE, self.State.FAILED)
+
+
+class Run(models.Model):
+    run_id = models.TextField()
+    agent = models.CharField(max_length=200, blank=True)
+    subject = models.JSONField(null=True, blank=True)
+    # The run's own clock (run_started) when it gives one, else when it first arrived;
+    # used for monthly tallies, never to order evidence.
+    started_at = models.DateTimeField(db_index=True)
+    first_ingested_at = models.DateTimeField(auto_now_add=True)
+    current_judgement = models.ForeignKey(
+        "Judgement", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["run_id"], name="run_id_unique")]
+
+    def __str__(self) -> str:
+        return self.run_id
+
+
+class TraceLine(models.Model):
+    """A received line, byte for byte, accepted or rejected with its reason.
+
+    `identity` makes re-delivery a no-op: for an accepted line, its run ids, the hash of its
+    bytes and which occurrence of those bytes it is in the run; for a rejected line, the
+    delivery's content hash, the line's hash and its occurrence in that delivery."""
+
+    batch = models.ForeignKey(IngestBatch, on_delete=models.PROTECT, related_name="trace_lines")
+    identity = models.CharField(max_length=64)
+    line_number = models.PositiveIntegerField()
+    raw = models.BinaryField()
+    accepted = models.BooleanField()
+    reason = models.TextField(blank=True)
+    format = models.CharField(max_length=20, default="native")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["identity"], name="trace_line_identity_unique")
+        ]
+        indexes = [models.Index(fields=["batch", "accepted"], name="trace_line_batch_state")]
+
+    def __str__(self) -> str:
+        return f"{self.batch.file_name}:{self.line_number}"
+
+    @property
+    def text(self) -> str:
+        return bytes(self.raw).decode("utf-8", errors="replace")
+
+
+class TraceRecord(models.Model):
+    """One native record (from a native line, or converted from an external span), in
+    recording order: the id grows with line order, which is the only order the engine trusts."""
+
+    class Type(models.TextChoices):
+        RUN_STARTED = "run_started"
+        TOOL_CALL = "tool_call"
+        TOOL_OBSERVATION = "tool_observation"
+        OBSERVATION_RESOLUTION = "observation_resolution"
+        AGENT_ACTION = "agent_action"
+
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="records")
+    line = models.ForeignKey(TraceLine, on_delete=models.PROTECT, related_name="records")
+    type = models.CharField(max_length=30, choices=Type.choices)
+    # toolCallId for calls, observationId for observations, name for actions.
+    key = models.TextField(blank=True)
+    source = models.TextField(blank=True)
+    data = models.JSONField()
+
+    class Meta:
+        indexes = [models.Index(fields=["run", "id"], name="trace_record_run_order")]
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.key}"
+
+
+class Judgement(models.Model):
+    """The engine's output for one run, under one policy version, at one point of its lines."""
+
+    class Purpose(models.TextChoices):
+        ACTIVE = "active"
+        SHADOW = "shadow"
+        REPLAY = "replay"
+
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="judgements")
+    purpose = models.CharField(max_length=10, choices=Purpose.choices, default=Purpose.ACTIVE)
+    policy_version = models.ForeignKey(
+        PolicyVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="judgements"
+    )
+    # 0 is the built-in default policy, used until a version is published.
+    policy_number = models.PositiveIntegerField()
+    through_record_id = models.BigIntegerField()
+    verdict_count = models.PositiveIntegerField(default=0)
+    conflict_count = models.PositiveIntegerField(default=0)
+    unsafe_count = models.PositiveIntegerField(default=0)
+    finding_count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "purpose", "policy_number", "through_record_id"],
+                name="judgement_once_per_state",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run} under v{self.policy_number}"
+
+
+class Verdict(models.Model):
+    judgement = models.ForeignKey(Judgement, on_delete=models.PROTECT, related_name="verdicts")
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="+")
+    position = models.PositiveIntegerField()
+    entity = models.TextField(null=True, blank=True)
+    field = models.TextField()
+    action = models.TextField(null=True, blank=True)
+    kind = models.CharField(max_length=20)
+    reason = models.CharField(max_length=40, null=True, blank=True)
+    rule = models.TextField(null=True, blank=True)
+    value = models.JSONField(null=True, blank=True)
+    evidence = models.JSONField()
+    unsafe = models.BooleanField()
+
+    class Meta:
+        ordering = ["judgement", "position"]
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.kind}"
+
+
+class Finding(models.Model):
+    judgement = models.ForeignKey(Judgement, on_delete=models.PROTECT, related_name="findings")
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="+")
+    position = models.PositiveIntegerField()
+    kind = models.CharField(max_length=60)
+    evidence = models.JSONField()
+
+    class Meta:
+        ordering = ["judgement", "position"]
+
+    def __str__(self) -> str:
+        return self.kind
+
+
+class Ticket(models.Model):
+    """Work for a reviewer: an unresolved conflict (one per run, entity and field) or a run
+    finding (one per run and kind)."""
+
+    class Kind(models.TextChoices):
+        CONFLICT = "conflict"
+        FINDING = "finding"
+
+    class State(models.TextChoices):
+        OPEN = "open"
+        CLOSED = "closed"
+
+    class Resolution(models.TextChoices):
+        EXPLAINED = "explained"
+        UNEXPLAINED = "unexplained"
+
+    class Cause(models.TextChoices):
+        REPLICA_LAG = "replica-lag", "replica lag"
+        PARTIAL_RESULT = "partial-result", "partial result"
+        DUPLICATE_DELIVERY = "duplicate-delivery", "duplicate delivery"
+        NORMALIZATION = "normalization", "normalization"
+        WRONG_JOIN = "wrong-join", "wrong join"
+        RESERVATION = "reservation", "reservation or quarantine"
+        POLICY = "policy", "settled by a newer policy version"
+        OTHER = "other", "other"
+
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="tickets")
+    key = models.CharField(max_length=64)
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    entity = models.TextField(null=True, blank=True)
+    field = models.TextField(blank=True)
+    finding_kind = models.CharField(max_length=60, blank=True)
+    reason = models.CharField(max_length=60)
+    action = models.TextField(blank=True)
+    unsafe = models.BooleanField(default=False)
+    sources = models.TextField(blank=True)
+    agent = models.CharField(max_length=200, blank=True)
+    fingerprint = models.CharField(max_length=16, db_index=True)
+    fingerprint_label = models.TextField()
+    verdict = models.ForeignKey(
+        Verdict, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    finding = models.ForeignKey(
+        Finding, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    policy_number = models.PositiveIntegerField()
+    batch = models.ForeignKey(IngestBatch, on_delete=models.PROTECT, related_name="opened_tickets")
+    state = models.CharField(max_length=10, choices=State.choices, default=State.OPEN)
+    resolution = models.CharField(max_length=12, choices=Resolution.choices, blank=True)
+    cause = models.CharField(max_length=30, choices=Cause.choices, blank=True)
+    cause_text = models.TextField(blank=True)
+    assignee = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="assigned_tickets",
+    )
+    closed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    # Optimistic concurrency: every change bumps it, and a change made from a stale copy fails.
+    revision = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "key"], name="ticket_once_per_run_key")
+        ]
+        indexes = [models.Index(fields=["state", "-created_at"], name="ticket_state_created")]
+
+    def __str__(self) -> str:
+        subject = self.field if self.kind == self.Kind.CONFLICT else self.finding_kind
+        return f"#{self.pk} {subject} in {self.run}"
+
+
+class AuditEvent(models.Model):
+    """Append-only: the database refuses UPDATE and DELETE (see the migration's triggers)."""
+
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    verb = models.CharField(max_length=40)
+    ticket = models.ForeignKey(
+        Ticket, null=True, blank=True, on_delete=models.PROTECT, related_name="audit_events"
+    )
+    target = models.CharField(max_length=200, blank=True)
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.verb} {self.target}"

@@ -1,0 +1,47 @@
+"""One received unit (a line, or a whole pretty-printed document) into native records:
+native JSON Lines as they are, OpenTelemetry documents through the adapter in otel.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from reviewapp import otel
+from reviewapp.engine import Record, RecordError, decode_line, parse_record
+
+NATIVE = "native"
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedUnit:
+    format: str
+    records: list[Record]
+    documents: list[dict[str, Any]]  # the native record dicts, as stored
+
+    @property
+    def run_ids(self) -> list[str]:
+        return sorted({record.run_id for record in self.records})
+
+
+def decode_unit(payload: bytes) -> DecodedUnit:
+    """Decode and check one unit; raises RecordError with the one-line reason to show."""
+    document = decode_line(payload)
+    if b"\\u0000" in payload:
+        # PostgreSQL cannot store a NUL character in JSON or text.
+        raise RecordError("contains a NUL character (\\u0000), which cannot be stored")
+    external = otel.detect_format(document)
+    if external is None:
+        return DecodedUnit(NATIVE, [parse_record(document)], [document])
+    try:
+        converted = otel.convert_document(document)
+    except otel.ExternalFormatError as exc:
+        raise RecordError(f"{external}: {exc}") from None
+    if not converted:
+        raise RecordError(f"{external}: no tool spans in this document")
+    records = []
+    for index, item in enumerate(converted):
+        try:
+            records.append(parse_record(item))
+        except RecordError as exc:
+            raise RecordError(f"{external}: span record {index + 1}: {exc}") from None
+    return DecodedUnit(external, records, converted)

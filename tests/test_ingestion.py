@@ -1,0 +1,263 @@
+"""The ingest pipeline: every line accounted for, nothing lost, nothing doubled."""
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from reviewapp import ingestion
+from reviewapp.ingestion import IngestSummary, create_batch, ingest_batch, ingest_file
+from reviewapp.models import IngestBatch, Judgement, Run, Ticket, TraceLine, TraceRecord, Verdict
+
+pytestmark = pytest.mark.django_db
+SPEC = Path(__file__).resolve().parent / "fixtures" / "spec"
+
+
+def line(**record) -> bytes:
+    return json.dumps(record, separators=(",", ":")).encode()
+
+
+def observation(run: str, obs_id: str, source: str, status: str, **extra) -> bytes:
+    return line(
+        runId=run,
+        type="tool_observation",
+        observationId=obs_id,
+        source=source,
+        status=status,
+        **extra,
+    )
+
+
+def ingest(tmp_path: Path, content: bytes, name: str = "trace.jsonl") -> IngestSummary:
+    path = tmp_path / name
+    path.write_bytes(content)
+    return ingest_file(path, channel=IngestBatch.Channel.CLI)
+
+
+def assert_accounted(summary: IngestSummary) -> None:
+    assert summary.lines == summary.accepted + summary.duplicates + summary.rejected
+
+
+def test_a_fixture_is_stored_judged_and_ticketed():
+    summary = ingest_file(SPEC / "order-status.jsonl", channel=IngestBatch.Channel.CLI)
+    assert summary.as_dict() == {
+        "lines": 25,
+        "accepted": 25,
+        "duplicates": 0,
+        "rejected": 0,
+        "runs": 5,
+        "tickets": 4,  # the default policy decides no authority: only "agreement" is settled
+    }
+    assert Run.objects.count() == 5
+    assert TraceRecord.objects.filter(type="tool_observation").count() == 10
+    run = Run.objects.get(run_id="run-conflict-1")
+    verdict = Verdict.objects.get(judgement=run.current_judgement)
+    assert (verdict.kind, verdict.reason, verdict.unsafe) == (
+        "conflict",
+        "no-approved-precedence",
+        True,
+    )
+    assert verdict.evidence == ["obs-refund-1", "obs-ledger-3"]
+    assert run.current_judgement.policy_number == 0  # the built-in default policy
+    ticket = Ticket.objects.get(run=run)
+    assert (ticket.field, ticket.action, ticket.sources) == (
+        "status",
+        "issue_store_credit",
+        "order-ledger,refund-service",
+    )
+    assert "same domain payments" in ticket.fingerprint_label
+
+
+def test_raw_lines_are_kept_byte_for_byte(tmp_path):
+    odd = b'{"runId":"r","type":"agent_action","name":"stop",  "extra":{"b":1,"a":[1.50]}}'
+    ingest(tmp_path, odd + b"\r\n")
+    stored = TraceLine.objects.get()
+    assert bytes(stored.raw) == odd + b"\r"
+    assert TraceRecord.objects.get().data["extra"] == {"b": 1, "a": [1.5]}
+
+
+def test_ingesting_the_same_content_again_adds_nothing(tmp_path):
+    content = (SPEC / "stock-reconciliation.jsonl").read_bytes()
+    first = ingest(tmp_path, content)
+    counts = (
+        TraceLine.objects.count(),
+        Run.objects.count(),
+        Ticket.objects.count(),
+        Judgement.objects.count(),
+    )
+    again = ingest(tmp_path, content, name="copy.jsonl")
+    assert again.as_dict() == {
+        "lines": first.lines,
+        "accepted": 0,
+        "duplicates": first.lines,
+        "rejected": 0,
+        "runs": 0,
+        "tickets": 0,
+    }
+    gzipped = ingest(tmp_path, gzip.compress(content), name="copy.jsonl.gz")
+    assert gzipped.duplicates == first.lines
+    assert (
+        TraceLine.objects.count(),
+        Run.objects.count(),
+        Ticket.objects.count(),
+        Judgement.objects.count(),
+    ) == counts
+
+
+def test_identical_records_in_one_run_are_both_kept_and_flagged(tmp_path):
+    twin = observation("r1", "o1", "a", "paid")
+    content = twin + b"\n" + twin + b"\n" + observation("r1", "o2", "b", "paid") + b"\n"
+    summary = ingest(tmp_path, content)
+    assert (summary.accepted, summary.duplicates) == (3, 0)
+    judgement = Run.objects.get(run_id="r1").current_judgement
+    assert list(judgement.findings.values_list("kind", flat=True)) == ["duplicate-observation-id"]
+    assert ingest(tmp_path, content, name="again.jsonl").duplicates == 3
+
+
+def test_identical_bytes_far_apart_in_a_file_are_later_occurrences(tmp_path, monkeypatch):
+    monkeypatch.setattr(ingestion, "CHUNK_LINES", 2)
+    twin = observation("r1", "o1", "a", "paid")
+    filler = [line(runId="r1", type="agent_action", name=f"a{i}") for i in range(5)]
+    content = b"\n".join([twin, *filler, twin, twin]) + b"\n"
+    first = ingest(tmp_path, content)
+    assert (first.accepted, first.duplicates) == (8, 0)
+    again = ingest(tmp_path, content, name="again.jsonl")
+    assert (again.accepted, again.duplicates) == (0, 8)
+
+
+def test_new_lines_for_a_known_run_are_appended_and_judged_again(tmp_path):
+    ingest(
+        tmp_path,
+        observation("r1", "o1", "a", "paid")
+        + b"\n"
+        + observation("r1", "o2", "b", "refunded")
+        + b"\n",
+    )
+    first_judgement = Run.objects.get().current_judgement
+    assert first_judgement.conflict_count == 1
+    summary = ingest(
+        tmp_path, line(runId="r1", type="agent_action", name="refund") + b"\n", name="more.jsonl"
+    )
+    assert (summary.accepted, summary.runs, summary.tickets) == (1, 1, 0)
+    run = Run.objects.get()
+    assert run.current_judgement != first_judgement
+    assert run.current_judgement.verdicts.get().action == "refund"
+    # History stays: the first judgement still says what it said.
+    assert first_judgement.verdicts.get().action is None
+    assert Ticket.objects.count() == 1
+
+
+BAD_INPUT = [
+    (b"\xff\xfe not utf-8", "invalid UTF-8 at byte 1"),
+    (
+        b'{"runId":"x","type":"agent_action","name":"a\x00"}',
+        "not valid JSON: Invalid control character at column 45",
+    ),
+    (
+        b'{"runId":"x","type":"agent_action","name":"a\\u0000"}',
+        "contains a NUL character (\\u0000), which cannot be stored",
+    ),
+    (b"[" * 100000 + b"]" * 100000, "JSON nested too deeply"),
+    (b'{"runId":"x","type":"agent_action","name":"a","n":NaN}', "NaN is not valid JSON"),
+    (b'{"runId":"x","runId":"y","type":"agent_action","name":"a"}', 'duplicate key "runId"'),
+    (b'"just a string"', "not a JSON object but a string"),
+    (b'{"type":"agent_action","name":"a"}', 'missing required key "runId"'),
+    (
+        b'{"runId":"x","type":"tool_call","toolCallId":"c","tool":"t","ok":"yes"}',
+        'tool_call: "ok" must be a boolean, not a string',
+    ),
+]
+
+
+@pytest.mark.parametrize(("bad", "reason"), BAD_INPUT, ids=[r for _, r in BAD_INPUT])
+def test_bad_lines_are_rejected_with_a_reason_and_good_ones_kept(tmp_path, bad, reason):
+    good = observation("r1", "o1", "a", "paid")
+    summary = ingest(tmp_path, good + b"\n" + bad + b"\n" + observation("r1", "o2", "b", "paid"))
+    assert (summary.accepted, summary.rejected) == (2, 1)
+    assert_accounted(summary)
+    rejected = TraceLine.objects.get(accepted=False)
+    assert (rejected.line_number, rejected.reason) == (2, reason)
+    assert bytes(rejected.raw) == bad
+
+
+def test_a_bom_mixed_line_endings_and_no_final_newline_are_fine(tmp_path):
+    content = (
+        b"\xef\xbb\xbf"
+        + observation("r1", "o1", "a", "paid")
+        + b"\r\n\n  \n"
+        + observation("r1", "o2", "b", "paid")
+    )
+    summary = ingest(tmp_path, content)
+    assert (summary.lines, summary.accepted, summary.rejected) == (2, 2, 0)
+    assert bytes(TraceLine.objects.get(line_number=1).raw).startswith(b"\xef\xbb\xbf")
+
+
+def test_a_corrupt_gzip_keeps_every_line_before_the_damage(tmp_path):
+    packed = gzip.compress(
+        b"".join(observation("r1", f"o{i}", "a", "paid") + b"\n" for i in range(200))
+    )
+    summary = ingest(tmp_path, packed[: len(packed) // 2], name="cut.jsonl.gz")
+    assert summary.accepted > 0 and summary.rejected == 1
+    assert_accounted(summary)
+    assert TraceLine.objects.get(accepted=False).reason.startswith("unreadable compressed data")
+
+
+def test_an_empty_file_is_an_empty_batch(tmp_path):
+    summary = ingest(tmp_path, b"")
+    assert summary.as_dict() == IngestSummary().as_dict()
+    assert IngestBatch.objects.get().state == "done"
+
+
+def test_an_oversized_line_is_rejected_without_reading_it_into_memory(tmp_path, monkeypatch):
+    monkeypatch.setattr("reviewapp.trace_files.MAX_LINE_BYTES", 1000)
+    huge = line(runId="r1", type="agent_action", name="x" * 5000)
+    summary = ingest(tmp_path, observation("r1", "o1", "a", "paid") + b"\n" + huge + b"\n")
+    assert (summary.accepted, summary.rejected) == (1, 1)
+    assert "over the 1,000-byte limit" in TraceLine.objects.get(accepted=False).reason
+
+
+def test_rejected_lines_are_recognised_when_delivered_again(tmp_path):
+    content = b"oops\n" + observation("r1", "o1", "a", "paid") + b"\n"
+    ingest(tmp_path, content)
+    again = ingest(tmp_path, content, name="again.jsonl")
+    assert (again.duplicates, again.rejected) == (2, 0)
+    assert TraceLine.objects.filter(accepted=False).count() == 1
+
+
+def test_a_batch_interrupted_mid_way_finishes_on_retry_without_doubles(tmp_path, monkeypatch):
+    monkeypatch.setattr(ingestion, "CHUNK_LINES", 3)
+    content = b"".join(
+        observation(f"r{i % 4}", f"o{i}", "abc"[i % 3], "paid" if i % 3 else "x") + b"\n"
+        for i in range(20)
+    )
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(content)
+    batch = create_batch(channel=IngestBatch.Channel.API, path=path, file_name="t.jsonl")
+    real_store = ingestion._store_chunk
+    calls = {"n": 0}
+
+    def dying_store(batch_, lines):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("worker lost")
+        return real_store(batch_, lines)
+
+    monkeypatch.setattr(ingestion, "_store_chunk", dying_store)
+    with pytest.raises(RuntimeError):
+        ingest_batch(batch)
+    assert IngestBatch.objects.get().state == "failed"
+    assert TraceLine.objects.count() == 6  # two whole chunks, nothing partial
+    monkeypatch.setattr(ingestion, "_store_chunk", real_store)
+    summary = ingest_batch(batch)
+    assert summary.as_dict() == {
+        "lines": 20,
+        "accepted": 20,
+        "duplicates": 0,
+        "rejected": 0,
+        "runs": 4,
+        "tickets": summary.tickets,
+    }
+    assert TraceLine.objects.count() == 20
+    assert Ticket.objects.count() == summary.tickets > 0
+    assert Judgement.objects.count() == 4
