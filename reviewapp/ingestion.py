@@ -266,12 +266,12 @@ def _insert_new_lines(batch: IngestBatch, lines: list[_Line]) -> dict[int, int]:
                 inserted[i] = line_id
         if not conflicted:
             break
-        holders = dict(
-            (identity, (batch_id, number))
+        holders = {
+            identity: (batch_id, number)
             for identity, batch_id, number in TraceLine.objects.filter(
                 identity__in=[lines[i].identity for i in conflicted]
             ).values_list("identity", "batch_id", "line_number")
-        )
+        }
         pending = []
         for i in conflicted:
             holder = holders.get(lines[i].identity)
