@@ -10,11 +10,22 @@
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$REPO_ROOT/.venv"
 VENV_PY="$VENV/bin/python"
-SCRIPT_STARTED=$SECONDS
+SCRIPT_STARTED_US="${EPOCHREALTIME/[.,]/}"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
+# Seconds since the script started, to a tenth (bash 5's EPOCHREALTIME).
+elapsed() {
+    local now="${EPOCHREALTIME/[.,]/}" tenths
+    if [[ -z "$now" || -z "$SCRIPT_STARTED_US" ]]; then
+        printf '%s' "$SECONDS"
+        return
+    fi
+    tenths=$(((now - SCRIPT_STARTED_US) / 100000))
+    printf '%d.%d' "$((tenths / 10))" "$((tenths % 10))"
+}
+
 section() {
-    printf '\n==> %s  [+%ss]\n' "$*" "$((SECONDS - SCRIPT_STARTED))"
+    printf '\n==> %s  [+%ss]\n' "$*" "$(elapsed)"
 }
 
 die() {
