@@ -340,6 +340,13 @@ class Ticket(models.Model):
             models.UniqueConstraint(fields=["run", "key"], name="ticket_once_per_run_key")
         ]
         indexes = [models.Index(fields=["state", "-created_at"], name="ticket_state_created")]
+        # The app's capabilities; roles (groups) are made of them in reviewapp/roles.py.
+        permissions = [
+            ("ingest_traces", "Can upload traces and manage API tokens"),
+            ("work_ticket", "Can claim, assign, comment on and close tickets"),
+            ("propose_rule", "Can propose authority decisions"),
+            ("approve_rule", "Can approve proposals and publish policy versions"),
+        ]
 
     def __str__(self) -> str:
         subject = self.field if self.kind == self.Kind.CONFLICT else self.finding_kind

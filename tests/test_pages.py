@@ -6,11 +6,6 @@ from django.urls import reverse
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def reviewer(django_user_model):
-    return django_user_model.objects.create_user(username="rita", password="pw-rita-123")
-
-
 def test_every_page_but_login_needs_a_login(client):
     response = client.get(reverse("dashboard"))
     assert response.status_code == 302

@@ -1,0 +1,84 @@
+"""Uploading traces in the browser, following batches, and managing API tokens."""
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import permission_required
+from django.core.paginator import Paginator
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from reviewapp.api_tokens import create_token, revoke_token
+from reviewapp.forms import TokenForm, UploadForm
+from reviewapp.ingestion import create_batch, ingest_batch, keep_upload
+from reviewapp.models import ApiToken, IngestBatch
+from reviewapp.roles import INGEST
+from reviewapp.tasks import ingest_batch_task
+
+BATCHES_PER_PAGE = 25
+LINES_PER_PAGE = 50
+
+
+def batch_list(request: HttpRequest) -> HttpResponse:
+    form = UploadForm()
+    if request.method == "POST":
+        if not request.user.has_perm(INGEST):
+            return HttpResponse("You may not upload traces.", status=403)
+        form = UploadForm(request.POST, request.FILES)
+        if form.is_valid():
+            _accept_uploads(request, form.cleaned_data["files"])
+            return redirect("batch-list")
+    page = Paginator(IngestBatch.objects.select_related("created_by"), BATCHES_PER_PAGE).get_page(
+        request.GET.get("page")
+    )
+    return render(request, "ingest/batch_list.html", {"form": form, "page": page, "can_ingest": request.user.has_perm(INGEST)})
+
+
+def _accept_uploads(request: HttpRequest, files) -> None:
+    for upload in files:
+        if upload.size > settings.INGEST_MAX_BYTES:
+            messages.error(request, f"{upload.name}: {upload.size:,} bytes is over the {settings.INGEST_MAX_BYTES:,}-byte limit; not ingested.")
+            continue
+        path, sha256, size = keep_upload(upload)
+        batch = create_batch(channel=IngestBatch.Channel.UPLOAD, path=path, file_name=upload.name, digest=(sha256, size), user=request.user)
+        if size <= settings.INGEST_INLINE_MAX_BYTES:
+            summary = ingest_batch(batch)
+            messages.success(request, f"{upload.name}: {summary.lines:,} lines, {summary.accepted:,} accepted, {summary.duplicates:,} duplicates, {summary.rejected:,} rejected.")
+        else:
+            transaction.on_commit(lambda pk=batch.pk: ingest_batch_task.delay(pk))
+            messages.info(request, f"{upload.name}: queued for a worker ({size:,} bytes).")
+
+
+def batch_detail(request: HttpRequest, public_id) -> HttpResponse:
+    batch = get_object_or_404(IngestBatch.objects.select_related("created_by"), public_id=public_id)
+    rejected = Paginator(batch.trace_lines.filter(accepted=False).order_by("line_number"), LINES_PER_PAGE).get_page(
+        request.GET.get("page")
+    )
+    return render(request, "ingest/batch_detail.html", {"batch": batch, "rejected": rejected})
+
+
+@require_GET
+def batch_progress(request: HttpRequest, public_id) -> HttpResponse:
+    batch = get_object_or_404(IngestBatch, public_id=public_id)
+    return render(request, "ingest/batch_detail.html#batch-progress", {"batch": batch})
+
+
+@permission_required(INGEST, raise_exception=True)
+def token_list(request: HttpRequest) -> HttpResponse:
+    form, created = TokenForm(), None
+    if request.method == "POST":
+        form = TokenForm(request.POST)
+        if form.is_valid():
+            _, created = create_token(user=request.user, name=form.cleaned_data["name"])
+            form = TokenForm()
+    tokens = ApiToken.objects.filter(user=request.user)
+    return render(request, "ingest/tokens.html", {"form": form, "tokens": tokens, "created": created})
+
+
+@require_POST
+@permission_required(INGEST, raise_exception=True)
+def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
+    revoke_token(get_object_or_404(ApiToken, pk=pk, user=request.user))
+    messages.success(request, "Token revoked: it no longer works.")
+    return redirect("token-list")

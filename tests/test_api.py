@@ -1,0 +1,113 @@
+"""POST /api/v1/traces and GET /api/v1/batches/<id>, with bearer tokens."""
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from django.urls import reverse
+
+from reviewapp.api_tokens import create_token, revoke_token
+from reviewapp.ingestion import ingest_stored_batch
+from reviewapp.models import ApiToken, IngestBatch, TraceLine
+
+pytestmark = pytest.mark.django_db
+SPEC = Path(__file__).resolve().parent / "fixtures" / "spec"
+BODY = (SPEC / "order-status.jsonl").read_bytes()
+
+
+@pytest.fixture
+def token(reviewer):
+    return create_token(user=reviewer, name="ci")[1]
+
+
+def post(client, body: bytes, token: str | None, **headers):
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return client.post(reverse("api-traces"), data=body, content_type="application/x-ndjson", headers=headers)
+
+
+def test_tokens_are_stored_only_as_a_hash(reviewer):
+    stored, raw = create_token(user=reviewer, name="ci")
+    assert raw.startswith("cc_") and raw not in stored.token_hash
+    assert ApiToken.objects.filter(token_hash__contains=raw).count() == 0
+
+
+def test_a_post_is_accepted_queued_and_then_ingested(client, token, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = post(client, BODY, token, **{"X-File-Name": "order-status.jsonl"})
+    assert response.status_code == 202
+    payload = response.json()
+    assert payload["state"] == "queued" and payload["file"] == "order-status.jsonl"
+    assert len(callbacks) == 1  # the worker task is sent only once the batch is committed
+    ingest_stored_batch(IngestBatch.objects.get().pk)
+    status = client.get(payload["url"], headers={"Authorization": f"Bearer {token}"}).json()
+    assert (status["state"], status["lines"], status["accepted"], status["tickets"]) == ("done", 25, 25, 4)
+
+
+def test_a_gzip_body_is_read_as_the_same_lines(client, token):
+    post(client, BODY, token)
+    post(client, gzip.compress(BODY), token)
+    first, second = IngestBatch.objects.order_by("id")
+    ingest_stored_batch(first.pk)
+    assert ingest_stored_batch(second.pk).as_dict()["duplicates"] == 25
+
+
+def test_no_token_a_wrong_token_or_a_revoked_token_is_refused(client, reviewer):
+    assert post(client, BODY, None).status_code == 401
+    assert post(client, BODY, "cc_nope").status_code == 401
+    stored, raw = create_token(user=reviewer, name="old")
+    revoke_token(stored)
+    response = post(client, BODY, raw)
+    assert response.status_code == 401 and response["WWW-Authenticate"].startswith("Bearer")
+    assert IngestBatch.objects.count() == 0
+
+
+def test_a_viewers_token_may_not_ingest(client, viewer):
+    _, raw = create_token(user=viewer, name="read only")
+    assert post(client, BODY, raw).status_code == 403
+
+
+def test_an_idempotency_key_reused_with_another_body_gets_422(client, token):
+    first = post(client, BODY, token, **{"Idempotency-Key": "k-1"})
+    assert first.status_code == 202
+    same = post(client, BODY, token, **{"Idempotency-Key": "k-1"})
+    assert (same.status_code, same.json()["id"]) == (200, first.json()["id"])
+    other = post(client, BODY + b"\n", token, **{"Idempotency-Key": "k-1"})
+    assert other.status_code == 422
+    assert "different body" in other.json()["error"]
+    assert IngestBatch.objects.count() == 1
+
+
+def test_an_oversized_or_empty_body_is_refused_clearly(client, token, settings):
+    settings.INGEST_MAX_BYTES = 100
+    response = post(client, BODY, token)
+    assert response.status_code == 413 and "limit" in response.json()["error"]
+    settings.INGEST_MAX_BYTES = 10**9
+    assert post(client, b"", token).status_code == 400
+    assert IngestBatch.objects.count() == 0
+
+
+def test_a_batch_is_visible_only_to_its_owner(client, token, approver):
+    batch_id = post(client, BODY, token).json()["id"]
+    _, other = create_token(user=approver, name="theirs")
+    response = client.get(reverse("api-batch", args=[batch_id]), headers={"Authorization": f"Bearer {other}"})
+    assert response.status_code == 404
+
+
+def test_the_api_needs_no_csrf_token_but_the_browser_forms_do(reviewer, token):
+    from django.test import Client
+
+    strict = Client(enforce_csrf_checks=True)
+    assert post(strict, BODY, token).status_code == 202
+    strict.force_login(reviewer)
+    assert strict.post(reverse("token-list"), {"name": "x"}).status_code == 403
+
+
+def test_rejected_lines_posted_are_stored_with_their_reason(client, token):
+    post(client, b'{"runId":"r","type":"agent_action"}\nnot json\n', token)
+    summary = ingest_stored_batch(IngestBatch.objects.get().pk)
+    assert summary.rejected == 2
+    reasons = sorted(TraceLine.objects.values_list("reason", flat=True))
+    assert reasons == ['agent_action: missing required key "name"', "not valid JSON: Expecting value at column 1"]
+    assert json.loads(client.get(reverse("api-batch", args=[IngestBatch.objects.get().public_id]), headers={"Authorization": f"Bearer {token}"}).content)["rejected"] == 2

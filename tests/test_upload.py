@@ -1,0 +1,78 @@
+"""The upload page, batch pages and token management in the browser's terms."""
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from reviewapp.models import ApiToken, IngestBatch
+
+pytestmark = pytest.mark.django_db
+GOOD = b'{"runId":"r1","type":"tool_observation","observationId":"o1","source":"a","status":"paid"}\n'
+
+
+def upload(client, *files):
+    return client.post(reverse("batch-list"), {"files": list(files)}, follow=True)
+
+
+def test_small_files_are_ingested_at_once_several_at_a_time(client, reviewer):
+    client.force_login(reviewer)
+    response = upload(
+        client,
+        SimpleUploadedFile("a.jsonl", GOOD),
+        SimpleUploadedFile("b.jsonl", b"<script>alert(1)</script>\n"),
+    )
+    assert response.status_code == 200
+    assert IngestBatch.objects.filter(state="done").count() == 2
+    body = response.content.decode()
+    assert "a.jsonl: 1 lines, 1 accepted" in body
+    batch = IngestBatch.objects.get(file_name="b.jsonl")
+    detail = client.get(reverse("batch-detail", args=[batch.public_id])).content.decode()
+    # Trace content is always escaped.
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in detail and "<script>alert(1)" not in detail
+
+
+def test_large_files_go_to_a_worker_with_a_progress_bar(client, reviewer, settings, django_capture_on_commit_callbacks):
+    settings.INGEST_INLINE_MAX_BYTES = 10
+    client.force_login(reviewer)
+    with django_capture_on_commit_callbacks() as callbacks:
+        upload(client, SimpleUploadedFile("big.jsonl", GOOD * 5))
+    assert len(callbacks) == 1
+    batch = IngestBatch.objects.get()
+    assert batch.state == "queued"
+    progress = client.get(reverse("batch-progress", args=[batch.public_id]), headers={"HX-Request": "true"})
+    assert b'hx-trigger="every 1s"' in progress.content and b"<html" not in progress.content
+
+
+def test_a_finished_batch_stops_polling(client, reviewer):
+    client.force_login(reviewer)
+    upload(client, SimpleUploadedFile("a.jsonl", GOOD))
+    batch = IngestBatch.objects.get()
+    progress = client.get(reverse("batch-progress", args=[batch.public_id]), headers={"HX-Request": "true"})
+    assert b"hx-trigger" not in progress.content and b"100%" in progress.content
+
+
+def test_viewers_read_batches_but_may_not_upload_or_hold_tokens(client, viewer):
+    client.force_login(viewer)
+    assert client.get(reverse("batch-list")).status_code == 200
+    assert upload(client, SimpleUploadedFile("a.jsonl", GOOD)).status_code == 403
+    assert client.get(reverse("token-list")).status_code == 403
+    assert IngestBatch.objects.count() == 0
+
+
+def test_a_token_is_shown_once_and_can_be_revoked(client, reviewer):
+    client.force_login(reviewer)
+    created = client.post(reverse("token-list"), {"name": "nightly"}).content.decode()
+    token = ApiToken.objects.get()
+    assert f"{token.prefix}" in created and 'id="new-token"' in created
+    assert 'id="new-token"' not in client.get(reverse("token-list")).content.decode()
+    client.post(reverse("token-revoke", args=[token.pk]))
+    token.refresh_from_db()
+    assert token.revoked_at is not None
+
+
+def test_an_oversized_upload_is_refused_and_the_others_kept(client, reviewer, settings):
+    settings.INGEST_MAX_BYTES = 200
+    client.force_login(reviewer)
+    response = upload(client, SimpleUploadedFile("big.jsonl", GOOD * 5), SimpleUploadedFile("ok.jsonl", GOOD))
+    assert "over the 200-byte limit" in response.content.decode()
+    assert list(IngestBatch.objects.values_list("file_name", flat=True)) == ["ok.jsonl"]
