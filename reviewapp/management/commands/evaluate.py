@@ -9,9 +9,10 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from reviewapp.engine import PolicyError, RecordError, judge_runs, parse_line
+from reviewapp.engine import PolicyError, RecordError, judge_runs
 from reviewapp.policies import active_policy_offline, read_policy_file
 from reviewapp.trace_files import TraceFileError, read_trace_file
+from reviewapp.trace_formats import decode_unit
 
 
 class Command(BaseCommand):
@@ -20,7 +21,7 @@ class Command(BaseCommand):
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("traces", nargs="+", help="trace files (.jsonl, .jsonl.gz)")
+        parser.add_argument("traces", nargs="+", help="trace files (.jsonl, .jsonl.gz, OpenTelemetry JSON)")
         parser.add_argument("--policy", help="policy document (default: the active policy)")
         parser.add_argument(
             "--json", action="store_true", help="JSON Lines output (the only format)"
@@ -50,7 +51,7 @@ class Command(BaseCommand):
                 try:
                     if line.error:
                         raise RecordError(line.error)
-                    records.append(parse_line(line.payload))
+                    records.extend(decode_unit(line.payload).records)
                     counts["accepted"] += 1
                 except RecordError as exc:
                     counts["rejected"] += 1

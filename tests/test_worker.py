@@ -1,0 +1,135 @@
+"""A real Celery worker, on the real Redis broker, against the test database: background
+ingestion, a worker killed mid-ingest, and one content re-delivered through every way in."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection
+from django.urls import reverse
+
+from reviewapp.api_tokens import create_token
+from reviewapp.ingestion import ingest_file
+from reviewapp.models import IngestBatch, Run, Ticket, TraceLine
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+
+def wait_for(predicate, timeout: float, message: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+
+
+@pytest.fixture(scope="module")
+def worker(django_db_blocker, tmp_path_factory):
+    """A worker process using the test database (its name is only known once pytest-django
+    has created it) and the test Redis, with one pool process, like a small deployment."""
+    assert os.environ.get("REDIS_URL"), "these tests need a real Redis: run them through scripts/test"
+    with django_db_blocker.unblock():
+        database = connection.settings_dict["NAME"]
+    base = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
+    log_path = tmp_path_factory.mktemp("worker") / "worker.log"
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"{base}/{database}",
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "UPLOAD_DIR": str(settings.UPLOAD_DIR),
+    }
+    log = log_path.open("w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "reviewapp.celery", "worker", "--concurrency=1", "--loglevel=INFO", "--without-gossip", "--without-mingle"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    wait_for(lambda: "ready" in log_path.read_text() or process.poll() is not None, 60, "the worker to start")
+    assert process.poll() is None, log_path.read_text()
+    yield process, log_path
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    log.close()
+
+
+def pool_children(pid: int) -> list[int]:
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return [int(child) for child in children]
+
+
+def trace_body(runs: int) -> bytes:
+    lines = []
+    for number in range(runs):
+        run = f"run-{number}"
+        lines.append({"runId": run, "type": "run_started", "agent": "bulk-agent", "subject": {"orderId": run}})
+        for index, (source, status) in enumerate((("ledger", "paid"), ("refunds", "refunded" if number % 3 else "paid"))):
+            lines.append({"runId": run, "type": "tool_call", "toolCallId": f"{run}-c{index}", "tool": "lookup", "arguments": {"orderId": run}})
+            lines.append({"runId": run, "type": "tool_observation", "observationId": f"{run}-o{index}", "toolCallId": f"{run}-c{index}", "source": source, "status": status})
+        lines.append({"runId": run, "type": "agent_action", "name": "send_status_message"})
+    return b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+
+
+def post_api(client, body: bytes, token: str):
+    return client.post(reverse("api-traces"), data=body, content_type="application/x-ndjson", headers={"Authorization": f"Bearer {token}"})
+
+
+def test_the_worker_ingests_a_posted_batch(worker, client, reviewer):
+    _, token = create_token(user=reviewer, name="ci")
+    batch_id = post_api(client, trace_body(30), token).json()["id"]
+    batch = wait_for(lambda: IngestBatch.objects.filter(public_id=batch_id, state="done").first(), 60, "the batch to finish")
+    assert (batch.lines, batch.accepted, batch.runs, batch.tickets) == (180, 180, 30, 20)
+
+
+def test_a_worker_killed_mid_ingest_loses_and_doubles_nothing(worker, client, reviewer):
+    process, log_path = worker
+    _, token = create_token(user=reviewer, name="ci")
+    runs = 4000
+    batch_id = post_api(client, trace_body(runs), token).json()["id"]
+    wait_for(lambda: IngestBatch.objects.filter(public_id=batch_id, bytes_done__gt=0).exists(), 60, "some chunks to be committed")
+    [child] = pool_children(process.pid)
+    os.kill(child, signal.SIGKILL)
+    assert TraceLine.objects.count() < runs * 6, "the kill came too late to prove anything"
+    batch = wait_for(lambda: IngestBatch.objects.filter(public_id=batch_id, state="done").first(), 120, "the retried batch to finish")
+    assert "WorkerLostError" in log_path.read_text() or "SIGKILL" in log_path.read_text()
+    assert (batch.lines, batch.accepted, batch.duplicates, batch.rejected) == (runs * 6, runs * 6, 0, 0)
+    assert TraceLine.objects.count() == runs * 6
+    assert Run.objects.count() == runs
+    expected_tickets = sum(1 for number in range(runs) if number % 3)
+    assert Ticket.objects.count() == batch.tickets == expected_tickets
+
+
+def test_the_same_content_through_every_way_in_is_stored_once(worker, client, reviewer, tmp_path):
+    body = trace_body(10)
+    path = tmp_path / "trace.jsonl"
+    path.write_bytes(body)
+    first = ingest_file(path, channel=IngestBatch.Channel.CLI)
+    assert first.accepted == 60
+    counts = (TraceLine.objects.count(), Run.objects.count(), Ticket.objects.count())
+
+    client.force_login(reviewer)
+    client.post(reverse("batch-list"), {"files": [SimpleUploadedFile("again.jsonl", body)]})
+    uploaded = IngestBatch.objects.get(channel="upload")
+    assert (uploaded.accepted, uploaded.duplicates) == (0, 60)
+
+    _, token = create_token(user=reviewer, name="ci")
+    batch_id = post_api(client, body, token).json()["id"]
+    posted = wait_for(lambda: IngestBatch.objects.filter(public_id=batch_id, state="done").first(), 60, "the posted batch")
+    assert (posted.accepted, posted.duplicates, posted.runs, posted.tickets) == (0, 60, 0, 0)
+    assert (TraceLine.objects.count(), Run.objects.count(), Ticket.objects.count()) == counts
