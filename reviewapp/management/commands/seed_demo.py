@@ -1,31 +1,69 @@
-"""manage.py seed_demo: demo users for a local run, one per role, credentials printed."""
+"""manage.py seed_demo: demo users (one per role, credentials printed), the demo policy
+as version 1, and a seeded corpus of months of runs, ingested. Safe to run again."""
 
 import os
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
+
+from reviewapp.demo_corpus import DEMO_POLICY, demo_lines
+from reviewapp.ingestion import ingest_file
+from reviewapp.models import IngestBatch, PolicyVersion
+from reviewapp.roles import ADMIN, APPROVER, REVIEWER, VIEWER, ensure_roles
 
 DEMO_USERS = (
-    ("reviewer", "reviewer"),
-    ("approver", "approver"),
-    ("viewer", "viewer"),
+    ("reviewer", REVIEWER),
+    ("reviewer2", REVIEWER),
+    ("approver", APPROVER),
+    ("viewer", VIEWER),
+    ("admin", ADMIN),
 )
 
 
 class Command(BaseCommand):
-    help = "Create demo users (idempotent) and print their credentials."
+    help = "Create demo users, the demo policy and the demo corpus (idempotent)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--runs", type=int, default=360, help="runs in the demo corpus")
+        parser.add_argument("--no-corpus", action="store_true", help="users only")
 
     def handle(self, *args, **options) -> None:
         # A local demo only: the password comes from the environment when it is set.
         password = os.environ.get("DEMO_PASSWORD", "crosscheck-demo")
-        user_model = get_user_model()
-        for username, group_name in DEMO_USERS:
-            group, _ = Group.objects.get_or_create(name=group_name)
-            user, created = user_model.objects.get_or_create(username=username)
+        ensure_roles()
+        users = {}
+        for username, role in DEMO_USERS:
+            user, _ = get_user_model().objects.get_or_create(username=username)
             # Reset on every run so that the printed credentials always work.
             user.set_password(password)
-            user.save(update_fields=["password"])
-            user.groups.add(group)
-            state = "created" if created else "exists"
-            self.stdout.write(f"  {username:<9} password: {password}  ({state})")
+            user.is_staff = user.is_superuser = role == ADMIN
+            user.save()
+            user.groups.add(Group.objects.get(name=role))
+            users[role] = user
+        if options["no_corpus"]:
+            self._print_credentials(password)
+            return
+        if not PolicyVersion.objects.exists():
+            PolicyVersion.objects.create(
+                number=1,
+                name=DEMO_POLICY["name"],
+                document=DEMO_POLICY,
+                reason="Demo policy: who owns which field, as the demo team decided.",
+                published_by=users[APPROVER],
+            )
+        corpus = settings.VAR_DIR / "demo" / "demo-corpus.jsonl"
+        corpus.parent.mkdir(parents=True, exist_ok=True)
+        corpus.write_text("\n".join(demo_lines(runs=options["runs"])) + "\n")
+        summary = ingest_file(corpus, channel=IngestBatch.Channel.CLI, user=users[ADMIN])
+        self.stdout.write(
+            f"Demo corpus: {summary.lines:,} lines ({summary.accepted:,} new), "
+            f"{summary.runs:,} runs judged, {summary.tickets:,} tickets opened."
+        )
+        self._print_credentials(password)
+
+    def _print_credentials(self, password: str) -> None:
+        self.stdout.write("Demo users (local demo only):")
+        for username, role in DEMO_USERS:
+            self.stdout.write(f"  {username:<10} {role:<9} password: {password}")
