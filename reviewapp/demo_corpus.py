@@ -339,6 +339,8 @@ def _order_broken_instrumentation(run: _Run, rng: random.Random, order: str) -> 
             "status": "refunded",
         }
     )
+    # The same observation recorded twice by a retrying exporter.
+    run.lines.append({**run.lines[2], "completedAt": _stamp(run.clock + timedelta(seconds=1))})
     run.act("send_status_message")
 
 

@@ -1,0 +1,63 @@
+"""The demo corpus shows a new user every kind of thing Crosscheck finds."""
+
+import pytest
+
+from reviewapp.demo_corpus import DEMO_POLICY, demo_lines
+from reviewapp.engine import judge_runs, load_policy, parse_line
+
+
+def judged():
+    return judge_runs([parse_line(line) for line in demo_lines(runs=120)], load_policy(DEMO_POLICY))
+
+
+def test_it_is_the_same_every_time():
+    assert demo_lines(runs=50) == demo_lines(runs=50)
+    assert demo_lines(runs=50, seed=1) != demo_lines(runs=50)
+
+
+def test_it_covers_every_verdict_kind_and_reason():
+    verdicts = [v for j in judged() for v in j.verdicts]
+    assert {v.kind for v in verdicts} == {"confirmed", "resolved", "conflict"}
+    assert {v.reason for v in verdicts if v.reason} == {
+        "identity-mismatch",
+        "partial-result",
+        "review-required",
+        "no-approved-precedence",
+    }
+    assert {v.rule for v in verdicts if v.kind == "resolved"} == {
+        "payments-newest",
+        "refund-service-owns-status",
+    }
+    assert any(v.unsafe for v in verdicts)
+
+
+def test_it_covers_every_finding_but_report_only_identity():
+    # identity-mismatch is a finding only in report-only mode; the demo policy blocks.
+    kinds = {f.kind for j in judged() for f in j.findings}
+    assert kinds == {
+        "duplicate-tool-call-id",
+        "orphan-observation",
+        "duplicate-observation-id",
+        "event-body-mismatch",
+        "agent-resolution-disagrees",
+        "tool-outside-allowlist",
+        "out-of-scope-entity",
+        "missing-prerequisite",
+        "mutation-budget-exceeded",
+        "retry-without-idempotency-key",
+        "retry-after-unknown-outcome",
+    }
+
+
+@pytest.mark.django_db
+def test_seed_demo_is_safe_to_run_twice(capsys):
+    from django.core.management import call_command
+
+    from reviewapp.models import PolicyVersion, Ticket
+
+    call_command("seed_demo", runs=60)
+    tickets = Ticket.objects.count()
+    call_command("seed_demo", runs=60)
+    assert Ticket.objects.count() == tickets > 0
+    assert PolicyVersion.objects.get().number == 1
+    assert "reviewer" in capsys.readouterr().out
