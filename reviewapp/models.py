@@ -372,3 +372,18 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.verb} {self.target}"
+
+
+class TicketComment(models.Model):
+    """Append-only, like the audit trail: the database refuses UPDATE and DELETE."""
+
+    ticket = models.ForeignKey(Ticket, on_delete=models.PROTECT, related_name="comments")
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    text = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"comment on #{self.ticket_id}"
