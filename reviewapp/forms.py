@@ -18,8 +18,12 @@ class MultipleFileField(forms.FileField):
 
 
 class UploadForm(forms.Form):
-    files = MultipleFileField(help_text="JSON Lines, .jsonl.gz, or OpenTelemetry JSON; several at once.")
+    files = MultipleFileField(
+        help_text="JSON Lines, .jsonl.gz, or OpenTelemetry JSON; several at once."
+    )
 
 
 class TokenForm(forms.Form):
-    name = forms.CharField(max_length=100, help_text="What uses it, e.g. “nightly export from prod”.")
+    name = forms.CharField(
+        max_length=100, help_text="What uses it, e.g. “nightly export from prod”."
+    )

@@ -24,6 +24,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from reviewapp.bulk import insert_rows
 from reviewapp.engine import (
     AgentAction,
     Observation,
@@ -282,24 +283,26 @@ def _insert_new_lines(batch: IngestBatch, lines: list[_Line]) -> dict[int, int]:
 
 
 def _insert_returning(batch: IngestBatch, lines: list[_Line]) -> dict[str, int]:
+    """INSERT … ON CONFLICT DO NOTHING RETURNING, so that only new lines come back."""
     table = TraceLine._meta.db_table
     columns = "batch_id, identity, line_number, raw, accepted, reason, format"
-    row = "(%s, %s, %s, %s, %s, %s, %s)"
-    params: list[Any] = []
-    for line in lines:
-        params += [
-            batch.pk,
-            line.identity,
-            line.raw_line.number,
-            line.raw_line.raw,
-            line.unit is not None,
-            line.reason,
-            line.unit.format if line.unit else "",
-        ]
-    sql = (
-        f"INSERT INTO {table} ({columns}) VALUES {', '.join([row] * len(lines))} "
-        "ON CONFLICT (identity) DO NOTHING RETURNING identity, id"
-    )
+    values = [
+        [batch.pk] * len(lines),
+        [line.identity for line in lines],
+        [line.raw_line.number for line in lines],
+        [line.raw_line.raw for line in lines],
+        [line.unit is not None for line in lines],
+        [line.reason for line in lines],
+        [line.unit.format if line.unit else "" for line in lines],
+    ]
+    if connection.vendor == "postgresql":
+        # Seven array parameters instead of seven per line: far less to send and to parse.
+        rows = "SELECT * FROM unnest(%s::bigint[], %s::text[], %s::integer[], %s::bytea[], %s::boolean[], %s::text[], %s::text[])"
+        params: list[Any] = values
+    else:
+        rows = "VALUES " + ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * len(lines))
+        params = [value for row in zip(*values, strict=True) for value in row]
+    sql = f"INSERT INTO {table} ({columns}) {rows} ON CONFLICT (identity) DO NOTHING RETURNING identity, id"
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return dict(cursor.fetchall())
@@ -350,7 +353,7 @@ def _store_records(fresh: list[tuple[_Line, int]]) -> None:
                     data=document,
                 )
             )
-    TraceRecord.objects.bulk_create(rows)
+    insert_rows(TraceRecord, rows)
 
 
 def _runs_by_id(run_ids: list[str], starts: dict[str, RunStarted]) -> dict[str, Run]:

@@ -12,8 +12,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 
+from reviewapp.bulk import insert_rows
 from reviewapp.engine import Observation, RecordError, RunJudgement, judge_run, parse_record
 from reviewapp.models import Finding, IngestBatch, Judgement, Run, Ticket, TraceRecord, Verdict
 from reviewapp.policies import ActivePolicy
@@ -107,9 +108,7 @@ def _judge_block(run_pks: list[int], *, active: ActivePolicy, batch: IngestBatch
     if not pending:
         return
 
-    Judgement.objects.bulk_create(
-        [judgement for _, judgement, _, _ in pending], ignore_conflicts=False
-    )
+    insert_rows(Judgement, [judgement for _, judgement, _, _ in pending], assign_ids=True)
     verdict_rows, finding_rows = [], []
     for run, judgement, result, _ in pending:
         verdict_rows.extend(
@@ -122,12 +121,22 @@ def _judge_block(run_pks: list[int], *, active: ActivePolicy, batch: IngestBatch
             )
             for i, f in enumerate(result.findings)
         )
-    Verdict.objects.bulk_create(verdict_rows)
-    Finding.objects.bulk_create(finding_rows)
-    for run, judgement, _, _ in pending:
-        run.current_judgement = judgement
-    Run.objects.bulk_update([run for run, _, _, _ in pending], ["current_judgement"])
+    insert_rows(Verdict, verdict_rows, assign_ids=True)
+    insert_rows(Finding, finding_rows, assign_ids=True)
+    _point_runs_at([judgement for _, judgement, _, _ in pending])
     _open_tickets(pending, verdict_rows, finding_rows, active=active, batch=batch)
+
+
+def _point_runs_at(judgements: list[Judgement]) -> None:
+    """Make these judgements their runs' current ones, in one statement."""
+    runs, judged = Run._meta.db_table, Judgement._meta.db_table
+    placeholders = ", ".join(["%s"] * len(judgements))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {runs} SET current_judgement_id = j.id FROM {judged} j "
+            f"WHERE j.run_id = {runs}.id AND j.id IN ({placeholders})",
+            [j.pk for j in judgements],
+        )
 
 
 def _open_tickets(

@@ -22,4 +22,6 @@ def ensure_roles(**_kwargs) -> None:
     for role, permissions in ROLE_PERMISSIONS.items():
         group, _ = Group.objects.get_or_create(name=role)
         codenames = [name.split(".", 1)[1] for name in permissions]
-        group.permissions.set(Permission.objects.filter(content_type__app_label="reviewapp", codename__in=codenames))
+        group.permissions.set(
+            Permission.objects.filter(content_type__app_label="reviewapp", codename__in=codenames)
+        )

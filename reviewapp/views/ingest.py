@@ -32,19 +32,35 @@ def batch_list(request: HttpRequest) -> HttpResponse:
     page = Paginator(IngestBatch.objects.select_related("created_by"), BATCHES_PER_PAGE).get_page(
         request.GET.get("page")
     )
-    return render(request, "ingest/batch_list.html", {"form": form, "page": page, "can_ingest": request.user.has_perm(INGEST)})
+    return render(
+        request,
+        "ingest/batch_list.html",
+        {"form": form, "page": page, "can_ingest": request.user.has_perm(INGEST)},
+    )
 
 
 def _accept_uploads(request: HttpRequest, files) -> None:
     for upload in files:
         if upload.size > settings.INGEST_MAX_BYTES:
-            messages.error(request, f"{upload.name}: {upload.size:,} bytes is over the {settings.INGEST_MAX_BYTES:,}-byte limit; not ingested.")
+            messages.error(
+                request,
+                f"{upload.name}: {upload.size:,} bytes is over the {settings.INGEST_MAX_BYTES:,}-byte limit; not ingested.",
+            )
             continue
         path, sha256, size = keep_upload(upload)
-        batch = create_batch(channel=IngestBatch.Channel.UPLOAD, path=path, file_name=upload.name, digest=(sha256, size), user=request.user)
+        batch = create_batch(
+            channel=IngestBatch.Channel.UPLOAD,
+            path=path,
+            file_name=upload.name,
+            digest=(sha256, size),
+            user=request.user,
+        )
         if size <= settings.INGEST_INLINE_MAX_BYTES:
             summary = ingest_batch(batch)
-            messages.success(request, f"{upload.name}: {summary.lines:,} lines, {summary.accepted:,} accepted, {summary.duplicates:,} duplicates, {summary.rejected:,} rejected.")
+            messages.success(
+                request,
+                f"{upload.name}: {summary.lines:,} lines, {summary.accepted:,} accepted, {summary.duplicates:,} duplicates, {summary.rejected:,} rejected.",
+            )
         else:
             transaction.on_commit(lambda pk=batch.pk: ingest_batch_task.delay(pk))
             messages.info(request, f"{upload.name}: queued for a worker ({size:,} bytes).")
@@ -52,9 +68,9 @@ def _accept_uploads(request: HttpRequest, files) -> None:
 
 def batch_detail(request: HttpRequest, public_id) -> HttpResponse:
     batch = get_object_or_404(IngestBatch.objects.select_related("created_by"), public_id=public_id)
-    rejected = Paginator(batch.trace_lines.filter(accepted=False).order_by("line_number"), LINES_PER_PAGE).get_page(
-        request.GET.get("page")
-    )
+    rejected = Paginator(
+        batch.trace_lines.filter(accepted=False).order_by("line_number"), LINES_PER_PAGE
+    ).get_page(request.GET.get("page"))
     return render(request, "ingest/batch_detail.html", {"batch": batch, "rejected": rejected})
 
 
@@ -73,7 +89,9 @@ def token_list(request: HttpRequest) -> HttpResponse:
             _, created = create_token(user=request.user, name=form.cleaned_data["name"])
             form = TokenForm()
     tokens = ApiToken.objects.filter(user=request.user)
-    return render(request, "ingest/tokens.html", {"form": form, "tokens": tokens, "created": created})
+    return render(
+        request, "ingest/tokens.html", {"form": form, "tokens": tokens, "created": created}
+    )
 
 
 @require_POST

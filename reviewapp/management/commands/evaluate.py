@@ -21,7 +21,9 @@ class Command(BaseCommand):
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("traces", nargs="+", help="trace files (.jsonl, .jsonl.gz, OpenTelemetry JSON)")
+        parser.add_argument(
+            "traces", nargs="+", help="trace files (.jsonl, .jsonl.gz, OpenTelemetry JSON)"
+        )
         parser.add_argument("--policy", help="policy document (default: the active policy)")
         parser.add_argument(
             "--json", action="store_true", help="JSON Lines output (the only format)"

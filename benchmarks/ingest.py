@@ -1,0 +1,134 @@
+"""End-to-end ingest through `manage.py ingest` against PostgreSQL COPY of the same rows.
+
+    DATABASE_URL=postgres://... python benchmarks/ingest.py --n 1000000
+
+Generates a seeded native trace of N lines, creates a throwaway database beside the one
+DATABASE_URL names, migrates it, ingests the file with `manage.py ingest --json` (parse,
+store raw lines, store records, judge, open tickets), then COPYs the same lines into a
+plain table of the same database: the raw limit. Prints lines/s for both, the ingest's
+peak memory, and one JSON line with `ratio` (ours / COPY) and `goal` (0.25).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.engine import generate_lines  # noqa: E402
+
+GOAL = 0.25
+
+
+def write_trace(path: Path, lines_wanted: int, seed: int) -> int:
+    """About eight lines a run; cut to exactly `lines_wanted` lines."""
+    written = 0
+    with path.open("wb") as out:
+        batch = 0
+        while written < lines_wanted:
+            for line in generate_lines(5000, seed + batch):
+                # Keep run ids unique across generated blocks.
+                line = line.replace(b'"runId":"run-', f'"runId":"b{batch}-run-'.encode(), 1)
+                out.write(line + b"\n")
+                written += 1
+                if written == lines_wanted:
+                    break
+            batch += 1
+    return written
+
+
+def admin_url(url: str, database: str) -> str:
+    return url.rsplit("/", 1)[0] + "/" + database
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=1_000_000, help="lines in the generated trace")
+    parser.add_argument("--seed", type=int, default=20260804)
+    args = parser.parse_args()
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith(("postgres://", "postgresql://")):
+        sys.exit("benchmarks/ingest.py needs DATABASE_URL pointing at a PostgreSQL server")
+
+    bench_db = f"crosscheck_bench_{os.getpid()}"
+    with psycopg.connect(admin_url(url, "postgres"), autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{bench_db}"')
+    bench_url = admin_url(url, bench_db)
+    env = {**os.environ, "DATABASE_URL": bench_url, "DJANGO_SETTINGS_MODULE": "reviewapp.settings"}
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            trace = Path(tmp) / "bench.jsonl"
+            lines = write_trace(trace, args.n, args.seed)
+            size = trace.stat().st_size
+            subprocess.run(
+                [sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True
+            )
+
+            started = time.perf_counter()
+            result = subprocess.run(
+                [sys.executable, "manage.py", "ingest", str(trace), "--json"],
+                cwd=ROOT,
+                env={**env, "CROSSCHECK_VAR_DIR": tmp},
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+            ingest_seconds = time.perf_counter() - started
+            peak_rss_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+            summary = json.loads(result.stdout.strip().splitlines()[-1])
+
+            with psycopg.connect(bench_url) as conn:
+                conn.execute("CREATE TABLE copy_limit (line_number integer, raw text)")
+                started = time.perf_counter()
+                statement = "COPY copy_limit (line_number, raw) FROM STDIN"
+                with (
+                    conn.cursor() as cursor,
+                    cursor.copy(statement) as copy,
+                    trace.open("rb") as source,
+                ):
+                    for number, raw in enumerate(source, 1):
+                        copy.write_row((number, raw.rstrip(b"\n").decode()))
+                conn.commit()
+                copy_seconds = time.perf_counter() - started
+    finally:
+        with psycopg.connect(admin_url(url, "postgres"), autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{bench_db}" WITH (FORCE)')
+
+    ours, limit = lines / ingest_seconds, lines / copy_seconds
+    print(f"{lines:,} lines ({size / 2**20:,.0f} MiB): {summary}")
+    print(
+        f"manage.py ingest: {ours:12,.0f} lines/s  ({ingest_seconds:.1f} s, peak RSS {peak_rss_mib:,.0f} MiB)"
+    )
+    print(f"COPY (raw limit): {limit:12,.0f} lines/s  ({copy_seconds:.1f} s)")
+    print(
+        json.dumps(
+            {
+                "benchmark": "ingest",
+                "n": lines,
+                "bytes": size,
+                "ingest_lines_per_s": round(ours),
+                "copy_lines_per_s": round(limit),
+                "ingest_seconds": round(ingest_seconds, 2),
+                "peak_rss_mib": round(peak_rss_mib),
+                "summary": summary,
+                "ratio": round(ours / limit, 3),
+                "goal": GOAL,
+                "met": ours / limit >= GOAL,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
