@@ -1,0 +1,164 @@
+"""Policy documents as people change them: one proposed change applied to a document,
+what a rule means in a sentence, and the difference between two versions.
+
+Pure functions over JSON documents; every result is validated by the engine's loader."""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from reviewapp.engine import load_policy
+
+RULE_CHANGES = ("authoritative-source", "higher-source-revision", "require-review")
+FIELD_CHANGES = ("normalizer", "harmless-error")
+CHANGE_KINDS = (*RULE_CHANGES, *FIELD_CHANGES, "document")
+_RULE_KEYS = {
+    "authoritative-source": ("field", "actions", "source", "unlessValues"),
+    "higher-source-revision": ("field", "actions", "revisionDomain"),
+    "require-review": ("field", "actions"),
+}
+
+
+def _without_version(document: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in document.items() if key != "version"}
+
+
+def _fresh_rule_id(document: dict[str, Any], change: dict[str, Any], kind: str) -> str:
+    taken = {rule.get("id") for rule in document.get("rules", [])}
+    base = {
+        "authoritative-source": f"{change.get('source')}-owns-{change.get('field')}",
+        "higher-source-revision": f"newest-{change.get('field')}",
+        "require-review": f"review-{change.get('field')}",
+    }[kind].replace("*", "any-field")
+    candidate, number = base, 2
+    while candidate in taken:
+        candidate, number = f"{base}-{number}", number + 1
+    return candidate
+
+
+def apply_change(document: dict[str, Any], kind: str, change: dict[str, Any]) -> dict[str, Any]:
+    """A new document with one change applied; raises PolicyError (paths named) or
+    ValueError when the result is not a valid policy. The input is left untouched."""
+    if kind == "document":
+        result = _without_version(copy.deepcopy(change["document"]))
+    else:
+        result = _without_version(copy.deepcopy(document))
+        if kind in RULE_CHANGES:
+            rule = {"id": change.get("id") or _fresh_rule_id(result, change, kind), "kind": kind}
+            rule.update(
+                {
+                    key: change[key]
+                    for key in _RULE_KEYS[kind]
+                    if change.get(key) not in (None, [], "")
+                }
+            )
+            result.setdefault("rules", []).append(rule)
+        elif kind == "normalizer":
+            result.setdefault("fields", {}).setdefault(change["field"], {})["normalize"] = change[
+                "normalize"
+            ]
+        elif kind == "harmless-error":
+            spec = result.setdefault("fields", {}).setdefault(change["field"], {})
+            spec["harmlessErrors"] = sorted({*spec.get("harmlessErrors", []), change["code"]})
+        else:
+            raise ValueError(f'unknown change kind "{kind}"')
+    load_policy(result)
+    return result
+
+
+def _quoted(values: list[Any]) -> str:
+    return ", ".join(json.dumps(v) if not isinstance(v, str) else v for v in values)
+
+
+def describe_rule(rule: dict[str, Any]) -> str:
+    """What a rule means, in one sentence a reviewer can check."""
+    field_name = rule.get("field")
+    subject = "every field" if field_name == "*" else f"`{field_name}`"
+    actions = rule.get("actions")
+    when = (
+        f" when the agent's next action is {_quoted(actions)}"
+        if actions
+        else " whatever the agent does next"
+    )
+    if rule.get("kind") == "authoritative-source":
+        unless = (
+            f", unless a value is {_quoted(rule['unlessValues'])}"
+            if rule.get("unlessValues")
+            else ""
+        )
+        return f"{rule.get('source')} owns {subject}{when}{unless}."
+    if rule.get("kind") == "higher-source-revision":
+        domain = (
+            f" in the `{rule['revisionDomain']}` revision domain"
+            if rule.get("revisionDomain")
+            else " within one revision domain"
+        )
+        return f"For {subject}, the highest source revision wins{domain}{when}."
+    if rule.get("kind") == "require-review":
+        return f"A disagreement on {subject} always goes to a person{when}."
+    return f"Unknown rule kind {rule.get('kind')!r}."
+
+
+def describe_change(kind: str, change: dict[str, Any]) -> str:
+    if kind in RULE_CHANGES:
+        return describe_rule({"kind": kind, **change})
+    if kind == "normalizer":
+        spec = change.get("normalize", {})
+        flags = [name for name in ("caseInsensitive", "collapseWhitespace") if spec.get(name)]
+        aliases = f" with aliases {spec['aliases']}" if spec.get("aliases") else ""
+        extra = f" ({', '.join(flags)})" if flags else ""
+        return f"`{change.get('field')}` values are compared as {spec.get('kind', 'none')}{extra}{aliases}."
+    if kind == "harmless-error":
+        return f"The error {change.get('code')} does not make `{change.get('field')}` a partial result."
+    if kind == "document":
+        return "Replace the whole policy with an imported document."
+    return kind
+
+
+@dataclass
+class PolicyDiff:
+    rules_added: list[dict[str, Any]] = field(default_factory=list)
+    rules_removed: list[dict[str, Any]] = field(default_factory=list)
+    rules_changed: list[tuple[dict[str, Any], dict[str, Any]]] = field(default_factory=list)
+    fields_added: list[tuple[str, Any]] = field(default_factory=list)
+    fields_removed: list[tuple[str, Any]] = field(default_factory=list)
+    fields_changed: list[tuple[str, Any, Any]] = field(default_factory=list)
+    sections_changed: list[tuple[str, Any, Any]] = field(default_factory=list)
+
+    @property
+    def is_empty(self) -> bool:
+        return not any(vars(self).values())
+
+
+def diff_documents(old: dict[str, Any], new: dict[str, Any]) -> PolicyDiff:
+    """Rules (matched by id, order changes shown as changes), fields, and other sections."""
+    diff = PolicyDiff()
+    old_rules = {r.get("id"): (i, r) for i, r in enumerate(old.get("rules", []))}
+    new_rules = {r.get("id"): (i, r) for i, r in enumerate(new.get("rules", []))}
+    for rule_id, (position, rule) in new_rules.items():
+        if rule_id not in old_rules:
+            diff.rules_added.append(rule)
+        elif old_rules[rule_id][1] != rule or old_rules[rule_id][0] != position:
+            diff.rules_changed.append((old_rules[rule_id][1], rule))
+    diff.rules_removed = [
+        rule for rule_id, (_, rule) in old_rules.items() if rule_id not in new_rules
+    ]
+    old_fields, new_fields = old.get("fields", {}), new.get("fields", {})
+    diff.fields_added = [
+        (name, spec) for name, spec in new_fields.items() if name not in old_fields
+    ]
+    diff.fields_removed = [
+        (name, spec) for name, spec in old_fields.items() if name not in new_fields
+    ]
+    diff.fields_changed = [
+        (name, old_fields[name], spec)
+        for name, spec in new_fields.items()
+        if name in old_fields and old_fields[name] != spec
+    ]
+    for key in sorted((set(old) | set(new)) - {"rules", "fields", "version"}):
+        if old.get(key) != new.get(key):
+            diff.sections_changed.append((key, old.get(key), new.get(key)))
+    return diff
