@@ -50,7 +50,7 @@ def _chunks(items: list[int], size: int) -> Iterator[list[int]]:
         yield items[start : start + size]
 
 
-def _stored_records(run_pks: list[int]) -> dict[int, list[tuple[int, Any]]]:
+def stored_engine_records(run_pks: list[int]) -> dict[int, list[tuple[int, Any]]]:
     """Each run's engine records with their record ids, in recording order."""
     by_run: dict[int, list[tuple[int, Any]]] = defaultdict(list)
     rows = (
@@ -79,7 +79,7 @@ def _judge_block(run_pks: list[int], *, active: ActivePolicy, batch: IngestBatch
         run.pk: run
         for run in Run.objects.filter(pk__in=run_pks).select_related("current_judgement")
     }
-    records = _stored_records(run_pks)
+    records = stored_engine_records(run_pks)
     pending: list[tuple[Run, Judgement, RunJudgement, dict[str, Observation]]] = []
     for run_pk, run_records in records.items():
         run = runs[run_pk]

@@ -132,6 +132,34 @@ class PolicyDiff:
     def is_empty(self) -> bool:
         return not any(vars(self).values())
 
+    def lines(self) -> list[tuple[str, str]]:
+        """("+" | "-" | "~", what changed) for people to read."""
+        shown = [("+", f"rule {r.get('id')}: {describe_rule(r)}") for r in self.rules_added]
+        shown += [("-", f"rule {r.get('id')}: {describe_rule(r)}") for r in self.rules_removed]
+        shown += [
+            (
+                "~",
+                f"rule {new.get('id')}: {describe_rule(old)} → {describe_rule(new)}"
+                + ("" if old != new else " (moved)"),
+            )
+            for old, new in self.rules_changed
+        ]
+        shown += [("+", f"field {name}: {_compact(spec)}") for name, spec in self.fields_added]
+        shown += [("-", f"field {name}: {_compact(spec)}") for name, spec in self.fields_removed]
+        shown += [
+            ("~", f"field {name}: {_compact(old)} → {_compact(new)}")
+            for name, old, new in self.fields_changed
+        ]
+        shown += [
+            ("~", f"{key}: {_compact(old)} → {_compact(new)}")
+            for key, old, new in self.sections_changed
+        ]
+        return shown
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
 
 def diff_documents(old: dict[str, Any], new: dict[str, Any]) -> PolicyDiff:
     """Rules (matched by id, order changes shown as changes), fields, and other sections."""

@@ -8,3 +8,11 @@ def ingest_batch_task(batch_id: int) -> dict[str, int]:
     from reviewapp.ingestion import ingest_stored_batch
 
     return ingest_stored_batch(batch_id).as_dict()
+
+
+@app.task(acks_late=True, reject_on_worker_lost=True)
+def label_settled_tickets_task(version_id: int) -> int:
+    from reviewapp.models import PolicyVersion
+    from reviewapp.policy_versions import label_settled_tickets
+
+    return label_settled_tickets(PolicyVersion.objects.get(pk=version_id))

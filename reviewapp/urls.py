@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from reviewapp.views import api, dashboard, ingest
+from reviewapp.views import api, dashboard, ingest, policy
 
 urlpatterns = [
     # Sign-in
@@ -14,6 +14,25 @@ urlpatterns = [
     path("ingest/batches/<uuid:public_id>/progress/", ingest.batch_progress, name="batch-progress"),
     path("tokens/", ingest.token_list, name="token-list"),
     path("tokens/<int:pk>/revoke/", ingest.token_revoke, name="token-revoke"),
+    # Policy: proposals, approval, versions
+    path("policy/", policy.policy_home, name="policy-home"),
+    path("policy/v/<int:number>/", policy.version_detail, name="policy-version"),
+    path("policy/v/<int:number>/export.json", policy.version_export, name="policy-export"),
+    path("policy/v/<int:number>/settled/", policy.settled_tickets, name="policy-settled"),
+    path(
+        "policy/v/<int:number>/settled/close/",
+        policy.close_settled_view,
+        name="policy-close-settled",
+    ),
+    path("policy/diff/", policy.version_diff, name="policy-diff"),
+    path("policy/draft/", policy.draft_view, name="policy-draft"),
+    path("policy/publish/", policy.publish_view, name="policy-publish"),
+    path("policy/import/", policy.import_view, name="policy-import"),
+    path("policy/propose/", policy.propose_view, name="policy-propose"),
+    path("policy/propose/preview/", policy.propose_preview, name="policy-propose-preview"),
+    path("policy/proposals/", policy.proposal_list, name="proposal-list"),
+    path("policy/proposals/<int:pk>/", policy.proposal_detail, name="proposal-detail"),
+    path("policy/proposals/<int:pk>/decide/", policy.proposal_decide, name="proposal-decide"),
     # API (bearer tokens)
     path("api/v1/traces", api.post_traces, name="api-traces"),
     path("api/v1/batches/<uuid:public_id>", api.get_batch, name="api-batch"),

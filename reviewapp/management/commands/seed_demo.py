@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from reviewapp.demo_corpus import DEMO_POLICY, demo_lines
 from reviewapp.ingestion import ingest_file
 from reviewapp.models import IngestBatch, PolicyVersion
+from reviewapp.policy_versions import decide, import_document, publish
 from reviewapp.roles import ADMIN, APPROVER, REVIEWER, VIEWER, ensure_roles
 
 DEMO_USERS = (
@@ -46,13 +47,17 @@ class Command(BaseCommand):
             self._print_credentials(password)
             return
         if not PolicyVersion.objects.exists():
-            PolicyVersion.objects.create(
-                number=1,
-                name=DEMO_POLICY["name"],
+            # The demo policy goes the way every policy goes: proposed, approved by
+            # someone else, published.
+            proposal = import_document(
+                user=users[REVIEWER],
                 document=DEMO_POLICY,
-                reason="Demo policy: who owns which field, as the demo team decided.",
-                published_by=users[APPROVER],
+                rationale="Who owns which field, as the demo team decided.",
             )
+            decide(
+                proposal=proposal, user=users[APPROVER], approve=True, reason="Matches the runbook."
+            )
+            publish(user=users[APPROVER], reason="First policy for the demo.")
         corpus = settings.VAR_DIR / "demo" / "demo-corpus.jsonl"
         corpus.parent.mkdir(parents=True, exist_ok=True)
         corpus.write_text("\n".join(demo_lines(runs=options["runs"])) + "\n")

@@ -1,0 +1,121 @@
+"""manage.py policy: export, import, approve, reject, publish and list policy versions.
+
+Imports become proposals like any other change, and need a second person to approve."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from reviewapp.engine import PolicyError
+from reviewapp.models import PolicyVersion, RuleProposal
+from reviewapp.policy_versions import (
+    PolicyWorkError,
+    active_document,
+    decide,
+    export_document,
+    import_document,
+    publish,
+)
+from reviewapp.roles import APPROVE_RULE, PROPOSE_RULE
+
+
+class Command(BaseCommand):
+    help = "Export, import, approve, reject and publish policy versions."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        actions = parser.add_subparsers(dest="action", required=True)
+        export = actions.add_parser(
+            "export", help="print a version's document (default: the active one)"
+        )
+        export.add_argument("--version", type=int)
+        export.add_argument("--out", help="write to this file instead of standard output")
+        imported = actions.add_parser("import", help="propose a policy document from a file")
+        imported.add_argument("file")
+        imported.add_argument("--user", required=True)
+        imported.add_argument("--rationale", required=True)
+        for name in ("approve", "reject"):
+            decision = actions.add_parser(name, help=f"{name} a pending proposal")
+            decision.add_argument("proposal", type=int)
+            decision.add_argument("--user", required=True)
+            decision.add_argument("--reason", default="")
+        published = actions.add_parser(
+            "publish", help="publish the approved draft as the next version"
+        )
+        published.add_argument("--user", required=True)
+        published.add_argument("--reason", required=True)
+        actions.add_parser("list", help="list versions and pending proposals")
+
+    def handle(self, *args, **options) -> None:
+        try:
+            getattr(self, f"_{options['action']}")(options)
+        except (PolicyError, PolicyWorkError) as exc:
+            raise CommandError(str(exc)) from None
+
+    def _user(self, username: str, permission: str):
+        user = get_user_model().objects.filter(username=username, is_active=True).first()
+        if user is None:
+            raise CommandError(f"no active user {username!r}")
+        if not user.has_perm(permission):
+            raise CommandError(f"{username} may not do this ({permission})")
+        return user
+
+    def _export(self, options) -> None:
+        if options["version"] is not None:
+            version = PolicyVersion.objects.filter(number=options["version"]).first()
+            if version is None:
+                raise CommandError(f"no version {options['version']}")
+            document = export_document(version)
+        else:
+            number, document = active_document()
+            document = {"version": number, **document} if number else document
+        text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+        if options["out"]:
+            Path(options["out"]).write_text(text, encoding="utf-8")
+        else:
+            sys.stdout.write(text)
+
+    def _import(self, options) -> None:
+        user = self._user(options["user"], PROPOSE_RULE)
+        try:
+            document = json.loads(Path(options["file"]).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise CommandError(f"cannot read {options['file']}: {exc.strerror or exc}") from None
+        except json.JSONDecodeError as exc:
+            raise CommandError(
+                f"{options['file']}: not valid JSON: {exc.msg} at line {exc.lineno}"
+            ) from None
+        proposal = import_document(user=user, document=document, rationale=options["rationale"])
+        self.stdout.write(f"proposal #{proposal.pk} waits for another person's approval")
+
+    def _decision(self, options, approve: bool) -> None:
+        user = self._user(options["user"], APPROVE_RULE)
+        proposal = RuleProposal.objects.filter(pk=options["proposal"]).first()
+        if proposal is None:
+            raise CommandError(f"no proposal #{options['proposal']}")
+        decided = decide(proposal=proposal, user=user, approve=approve, reason=options["reason"])
+        self.stdout.write(f"proposal #{decided.pk} {decided.state}")
+
+    def _approve(self, options) -> None:
+        self._decision(options, approve=True)
+
+    def _reject(self, options) -> None:
+        self._decision(options, approve=False)
+
+    def _publish(self, options) -> None:
+        version = publish(user=self._user(options["user"], APPROVE_RULE), reason=options["reason"])
+        self.stdout.write(f"published v{version.number}")
+
+    def _list(self, options) -> None:
+        for version in PolicyVersion.objects.select_related("published_by"):
+            self.stdout.write(
+                f"v{version.number}  {version.published_at:%Y-%m-%d %H:%M}  {version.published_by}  {version.reason}"
+            )
+        for proposal in RuleProposal.objects.filter(state=RuleProposal.State.PENDING):
+            self.stdout.write(
+                f"pending #{proposal.pk} by {proposal.proposed_by}: {proposal.sentence}"
+            )

@@ -1,0 +1,324 @@
+"""Authority decisions in the browser: propose, approve, publish, and read versions."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.contrib.auth.decorators import permission_required
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse, HttpResponseForbidden, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from reviewapp.engine import PolicyError
+from reviewapp.forms import DecisionForm, ImportForm, ProposalForm, PublishForm
+from reviewapp.models import PolicyVersion, RuleProposal, Ticket
+from reviewapp.policies import default_policy_document
+from reviewapp.policy_documents import describe_change, describe_rule, diff_documents
+from reviewapp.policy_versions import (
+    FourEyesError,
+    PolicyWorkError,
+    active_document,
+    approved_unpublished,
+    close_settled,
+    decide,
+    draft_document,
+    export_document,
+    import_document,
+    preview,
+    propose,
+    publish,
+    settled_open_tickets,
+)
+from reviewapp.roles import APPROVE_RULE, PROPOSE_RULE, WORK_TICKET
+
+VERSIONS_PER_PAGE = 20
+
+
+def _rules(document: dict) -> list[tuple[dict, str]]:
+    return [(rule, describe_rule(rule)) for rule in document.get("rules", [])]
+
+
+@require_GET
+def policy_home(request: HttpRequest) -> HttpResponse:
+    versions = Paginator(
+        PolicyVersion.objects.select_related("published_by"), VERSIONS_PER_PAGE
+    ).get_page(request.GET.get("page"))
+    pending = RuleProposal.objects.filter(state=RuleProposal.State.PENDING).select_related(
+        "proposed_by"
+    )
+    number, document = active_document()
+    context = {
+        "page": versions,
+        "pending": pending,
+        "waiting": approved_unpublished(),
+        "active_number": number,
+        "active_rules": _rules(document),
+        "import_form": ImportForm(),
+    }
+    return render(request, "policy/home.html", context)
+
+
+@require_GET
+def version_detail(request: HttpRequest, number: int) -> HttpResponse:
+    version = get_object_or_404(PolicyVersion.objects.select_related("published_by"), number=number)
+    settled = version.settlements.filter(ticket__state=Ticket.State.OPEN).count()
+    context = {
+        "version": version,
+        "rules": _rules(version.document),
+        "document_json": json.dumps(export_document(version), indent=2, ensure_ascii=False),
+        "proposals": version.proposals.select_related("proposed_by", "decided_by"),
+        "settled_open": settled,
+        "previous": PolicyVersion.objects.filter(number__lt=number).order_by("-number").first(),
+    }
+    return render(request, "policy/version.html", context)
+
+
+@require_GET
+def version_export(request: HttpRequest, number: int) -> JsonResponse:
+    version = get_object_or_404(PolicyVersion, number=number)
+    response = JsonResponse(
+        export_document(version), json_dumps_params={"indent": 2, "ensure_ascii": False}
+    )
+    response["Content-Disposition"] = f'attachment; filename="policy-v{number}.json"'
+    return response
+
+
+def _document_for(label: str) -> tuple[str, dict]:
+    """ "draft", a version number, or "0" for the built-in default."""
+    if label == "draft":
+        return "draft", draft_document()
+    if label.isdigit() and int(label) > 0:
+        version = get_object_or_404(PolicyVersion, number=int(label))
+        return f"v{version.number}", dict(version.document)
+    return "built-in default", default_policy_document()
+
+
+@require_GET
+def version_diff(request: HttpRequest) -> HttpResponse:
+    number, _ = active_document()
+    old_label, old = _document_for(request.GET.get("from") or str(number))
+    new_label, new = _document_for(request.GET.get("to") or "draft")
+    context = {
+        "old_label": old_label,
+        "new_label": new_label,
+        "diff": diff_documents(old, new).lines(),
+        "versions": [str(n) for n in PolicyVersion.objects.values_list("number", flat=True)],
+        "from_value": request.GET.get("from") or str(number),
+        "to_value": request.GET.get("to") or "draft",
+    }
+    return render(request, "policy/diff.html", context)
+
+
+def _initial_from_ticket(request: HttpRequest) -> tuple[dict, list[Ticket]]:
+    """Prefill a proposal from the ticket (or its whole family) that motivated it."""
+    ticket_id, family = request.GET.get("ticket"), request.GET.get("family")
+    tickets: list[Ticket] = []
+    if ticket_id and ticket_id.isdigit():
+        tickets = list(Ticket.objects.filter(pk=int(ticket_id)))
+    elif family:
+        tickets = list(Ticket.objects.filter(fingerprint=family, state=Ticket.State.OPEN)[:500])
+    if not tickets:
+        return {}, []
+    first = tickets[0]
+    sources = [s for s in first.sources.split(",") if s]
+    initial = {
+        "kind": "authoritative-source",
+        "field": first.field,
+        "actions": first.action,
+        "source": sources[0] if sources else "",
+        "tickets": ",".join(str(t.pk) for t in tickets),
+        "family": family or "",
+    }
+    return initial, tickets
+
+
+@permission_required(PROPOSE_RULE, raise_exception=True)
+def propose_view(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        form = ProposalForm(request.POST)
+        if form.is_valid():
+            kind, change = form.change()
+            tickets = Ticket.objects.filter(pk__in=form.ticket_ids())
+            try:
+                proposal = propose(
+                    user=request.user,
+                    kind=kind,
+                    change=change,
+                    rationale=form.cleaned_data["rationale"],
+                    tickets=tickets,
+                )
+            except (PolicyError, PolicyWorkError, ValueError) as exc:
+                form.add_error(None, str(exc))
+            else:
+                messages.success(
+                    request,
+                    f"Proposal #{proposal.pk} recorded: it now needs another person's approval.",
+                )
+                return redirect("proposal-detail", pk=proposal.pk)
+        tickets = list(Ticket.objects.filter(pk__in=_ticket_ids(request.POST.get("tickets", ""))))
+    else:
+        initial, tickets = _initial_from_ticket(request)
+        form = ProposalForm(initial=initial)
+    return render(request, "policy/propose.html", {"form": form, "motivating": tickets})
+
+
+def _ticket_ids(text: str) -> list[int]:
+    return [int(item) for item in text.split(",") if item.strip().isdigit()]
+
+
+@require_POST
+@permission_required(PROPOSE_RULE, raise_exception=True)
+def propose_preview(request: HttpRequest) -> HttpResponse:
+    """What the change means, and which open tickets it would settle (nothing is saved)."""
+    form = ProposalForm(
+        {**request.POST.dict(), "rationale": request.POST.get("rationale") or "preview"}
+    )
+    context: dict = {"form": form}
+    if form.is_valid():
+        kind, change = form.change()
+        try:
+            settled, considered = preview(kind, change)
+            context.update(
+                sentence=describe_change(kind, change), settled=settled, considered=considered
+            )
+        except (PolicyError, ValueError) as exc:
+            context["error"] = str(exc)
+    return render(request, "policy/propose.html#proposal-preview", context)
+
+
+@require_GET
+def proposal_list(request: HttpRequest) -> HttpResponse:
+    state = request.GET.get("state", "pending")
+    proposals = RuleProposal.objects.select_related("proposed_by", "decided_by", "published_in")
+    if state in RuleProposal.State.values:
+        proposals = proposals.filter(state=state)
+    page = Paginator(proposals, 25).get_page(request.GET.get("page"))
+    return render(
+        request, "policy/proposals.html", {"page": page, "state": state, "query": f"state={state}"}
+    )
+
+
+@require_GET
+def proposal_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    proposal = get_object_or_404(
+        RuleProposal.objects.select_related("proposed_by", "decided_by", "published_in"), pk=pk
+    )
+    can_decide = (
+        request.user.has_perm(APPROVE_RULE)
+        and proposal.state == RuleProposal.State.PENDING
+        and proposal.proposed_by_id != request.user.pk
+    )
+    context = {
+        "proposal": proposal,
+        "tickets": proposal.tickets.select_related("run")[:50],
+        "change_json": json.dumps(proposal.change, indent=2, ensure_ascii=False),
+        "can_decide": can_decide,
+        "form": DecisionForm(),
+    }
+    return render(request, "policy/proposal.html", context)
+
+
+@require_POST
+@permission_required(APPROVE_RULE, raise_exception=True)
+def proposal_decide(request: HttpRequest, pk: int) -> HttpResponse:
+    proposal = get_object_or_404(RuleProposal, pk=pk)
+    form = DecisionForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Choose approve or reject.")
+        return redirect("proposal-detail", pk=pk)
+    try:
+        decide(
+            proposal=proposal,
+            user=request.user,
+            approve=form.cleaned_data["decision"] == "approve",
+            reason=form.cleaned_data["reason"],
+        )
+    except FourEyesError as exc:
+        return HttpResponseForbidden(str(exc))
+    except (PolicyError, PolicyWorkError, ValueError) as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Proposal #{pk} {form.cleaned_data['decision']}d.")
+    return redirect("proposal-detail", pk=pk)
+
+
+@require_GET
+def draft_view(request: HttpRequest) -> HttpResponse:
+    number, active = active_document()
+    error, draft = None, active
+    try:
+        draft = draft_document()
+    except (PolicyError, ValueError) as exc:
+        error = str(exc)
+    context = {
+        "active_number": number,
+        "waiting": approved_unpublished(),
+        "diff": diff_documents(active, draft).lines(),
+        "draft_json": json.dumps(draft, indent=2, ensure_ascii=False),
+        "error": error,
+        "form": PublishForm(),
+    }
+    return render(request, "policy/draft.html", context)
+
+
+@require_POST
+@permission_required(APPROVE_RULE, raise_exception=True)
+def publish_view(request: HttpRequest) -> HttpResponse:
+    form = PublishForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Say why this version is published.")
+        return redirect("policy-draft")
+    try:
+        version = publish(user=request.user, reason=form.cleaned_data["reason"])
+    except (PolicyError, PolicyWorkError, ValueError) as exc:
+        messages.error(request, str(exc))
+        return redirect("policy-draft")
+    messages.success(
+        request, f"Published v{version.number}: it judges everything ingested from now on."
+    )
+    return redirect("policy-version", number=version.number)
+
+
+@require_POST
+@permission_required(PROPOSE_RULE, raise_exception=True)
+def import_view(request: HttpRequest) -> HttpResponse:
+    form = ImportForm(request.POST, request.FILES)
+    if not form.is_valid():
+        messages.error(request, "Choose a policy file and say why.")
+        return redirect("policy-home")
+    try:
+        document = json.loads(form.cleaned_data["document"].read().decode("utf-8"))
+        proposal = import_document(
+            user=request.user, document=document, rationale=form.cleaned_data["rationale"]
+        )
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        messages.error(request, f"Not a JSON document: {exc}")
+        return redirect("policy-home")
+    except (PolicyError, PolicyWorkError) as exc:
+        messages.error(
+            request, f"Not a valid policy: {'; '.join(getattr(exc, 'errors', [str(exc)]))}"
+        )
+        return redirect("policy-home")
+    messages.success(
+        request, f"Imported as proposal #{proposal.pk}: it needs another person's approval."
+    )
+    return redirect("proposal-detail", pk=proposal.pk)
+
+
+@require_GET
+def settled_tickets(request: HttpRequest, number: int) -> HttpResponse:
+    version = get_object_or_404(PolicyVersion, number=number)
+    page = Paginator(settled_open_tickets(version).prefetch_related("settlements"), 50).get_page(
+        request.GET.get("page")
+    )
+    return render(request, "policy/settled.html", {"version": version, "page": page})
+
+
+@require_POST
+@permission_required(WORK_TICKET, raise_exception=True)
+def close_settled_view(request: HttpRequest, number: int) -> HttpResponse:
+    version = get_object_or_404(PolicyVersion, number=number)
+    messages.success(request, close_settled(version=version, actor=request.user))
+    return redirect("policy-settled", number=number)

@@ -1,0 +1,263 @@
+"""Authority decisions become approved, numbered, immutable policy versions."""
+
+import json
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import DatabaseError, IntegrityError, connection, transaction
+
+from reviewapp.ingestion import ingest_file
+from reviewapp.models import (
+    AuditEvent,
+    IngestBatch,
+    Judgement,
+    PolicyVersion,
+    ProspectiveSettlement,
+    RuleProposal,
+    Run,
+    Ticket,
+)
+from reviewapp.policy_documents import apply_change, describe_rule, diff_documents
+from reviewapp.policy_versions import (
+    FourEyesError,
+    PolicyWorkError,
+    close_settled,
+    decide,
+    draft_document,
+    import_document,
+    label_settled_tickets,
+    preview,
+    propose,
+    publish,
+)
+
+pytestmark = pytest.mark.django_db
+SPEC = Path(__file__).resolve().parent / "fixtures" / "spec"
+OWNER = {"field": "status", "source": "refund-service", "unlessValues": ["chargeback"]}
+
+
+def owner_rule(reviewer, **extra):
+    return propose(
+        user=reviewer,
+        kind="authoritative-source",
+        change={**OWNER, **extra},
+        rationale="refunds are the refund service's",
+    )
+
+
+def published(reviewer, approver) -> PolicyVersion:
+    decide(proposal=owner_rule(reviewer), user=approver, approve=True, reason="agreed")
+    return publish(user=approver, reason="refund ownership")
+
+
+def test_a_proposal_reads_as_a_sentence(reviewer):
+    proposal = owner_rule(reviewer, actions=["send_status_message"])
+    assert proposal.sentence == (
+        "refund-service owns `status` when the agent's next action is send_status_message, unless a value is chargeback."
+    )
+    assert proposal.state == "pending" and proposal.base_number == 0
+
+
+def test_the_proposer_cannot_approve_their_own_change(reviewer, approver):
+    proposal = propose(
+        user=approver,
+        kind="require-review",
+        change={"field": "*", "actions": ["ship_goods"]},
+        rationale="safety",
+    )
+    with pytest.raises(FourEyesError):
+        decide(proposal=proposal, user=approver, approve=True, reason="")
+    assert RuleProposal.objects.get().state == "pending"
+
+
+def test_the_database_refuses_a_self_approval_even_by_direct_insert(reviewer):
+    with pytest.raises(IntegrityError), transaction.atomic():
+        RuleProposal.objects.create(
+            kind="require-review",
+            change={"field": "status"},
+            sentence="s",
+            rationale="r",
+            proposed_by=reviewer,
+            base_number=0,
+            state="approved",
+            decided_by=reviewer,
+        )
+    proposal = owner_rule(reviewer)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        RuleProposal.objects.filter(pk=proposal.pk).update(state="approved", decided_by=reviewer)
+
+
+def test_a_decision_once_made_cannot_be_changed_or_deleted(reviewer, approver):
+    proposal = owner_rule(reviewer)
+    decide(proposal=proposal, user=approver, approve=False, reason="chargebacks need more thought")
+    with pytest.raises(DatabaseError), transaction.atomic():
+        RuleProposal.objects.filter(pk=proposal.pk).update(state="approved")
+    with pytest.raises(DatabaseError), transaction.atomic():
+        RuleProposal.objects.filter(pk=proposal.pk).delete()
+    with pytest.raises(PolicyWorkError, match="already rejected by abel"):
+        decide(proposal=proposal, user=approver, approve=True, reason="")
+
+
+def test_publishing_makes_the_next_numbered_active_version(reviewer, approver):
+    version = published(reviewer, approver)
+    assert (version.number, version.based_on, version.published_by) == (1, 0, approver)
+    assert [rule["id"] for rule in version.document["rules"]] == ["refund-service-owns-status"]
+    assert RuleProposal.objects.get().published_in == version
+    with pytest.raises(PolicyWorkError, match="nothing to publish"):
+        publish(user=approver, reason="again")
+
+
+def test_a_published_version_cannot_be_updated_or_deleted(reviewer, approver):
+    version = published(reviewer, approver)
+    for statement in (
+        "UPDATE reviewapp_policyversion SET reason = 'rewritten' WHERE id = %s",
+        "DELETE FROM reviewapp_policyversion WHERE id = %s",
+    ):
+        with (
+            pytest.raises(DatabaseError, match="append-only"),
+            transaction.atomic(),
+            connection.cursor() as cursor,
+        ):
+            cursor.execute(statement, [version.pk])
+    assert PolicyVersion.objects.get().reason == "refund ownership"
+
+
+def test_the_next_ingest_uses_the_new_version_and_old_verdicts_keep_theirs(
+    reviewer, approver, tmp_path
+):
+    ingest_file(SPEC / "order-status.jsonl", channel=IngestBatch.Channel.CLI)
+    stale = Run.objects.get(run_id="stale-search").current_judgement
+    assert stale.policy_number == 0 and stale.verdicts.get().kind == "conflict"
+    published(reviewer, approver)
+    later = tmp_path / "later.jsonl"
+    later.write_text(
+        (SPEC / "order-status.jsonl").read_text().replace('"stale-search"', '"stale-search-2"')
+    )
+    ingest_file(later, channel=IngestBatch.Channel.CLI)
+    fresh = Run.objects.get(run_id="stale-search-2").current_judgement
+    assert fresh.policy_number == 1 and fresh.policy_version.number == 1
+    assert fresh.verdicts.get().rule == "refund-service-owns-status"
+    # History is never rewritten: the old judgement still says conflict under the default.
+    stale.refresh_from_db()
+    assert stale.policy_number == 0 and stale.verdicts.get().kind == "conflict"
+    assert Judgement.objects.filter(run__run_id="stale-search").count() == 1
+
+
+def test_open_tickets_a_version_would_settle_are_labelled_not_changed(
+    reviewer, approver, second_reviewer
+):
+    ingest_file(SPEC / "order-status.jsonl", channel=IngestBatch.Channel.CLI)
+    ticket = Ticket.objects.get(run__run_id="stale-search")
+    settled, considered = preview("authoritative-source", OWNER)
+    assert [s.ticket for s in settled] == [ticket] and considered == 4
+    version = published(reviewer, approver)
+    assert label_settled_tickets(version) == 1
+    assert label_settled_tickets(version) == 0  # labelling twice adds nothing
+    label = ProspectiveSettlement.objects.get()
+    assert (label.ticket, label.kind, label.rule) == (
+        ticket,
+        "resolved",
+        "refund-service-owns-status",
+    )
+    ticket.refresh_from_db()
+    assert ticket.state == "open" and ticket.verdict.kind == "conflict"
+    assert close_settled(version=version, actor=second_reviewer).startswith("1 ticket closed")
+    ticket.refresh_from_db()
+    assert (ticket.state, ticket.cause, ticket.cause_text) == (
+        "closed",
+        "policy",
+        "would be resolved under v1",
+    )
+
+
+def test_every_step_is_in_the_audit_trail(reviewer, approver):
+    published(reviewer, approver)
+    assert list(AuditEvent.objects.values_list("verb", "actor__username")) == [
+        ("proposal.created", "rita"),
+        ("proposal.approved", "abel"),
+        ("policy.published", "abel"),
+    ]
+
+
+def test_an_invalid_change_is_refused_with_its_path(reviewer):
+    with pytest.raises(ValueError, match=r"rules\[0\]\.source: required"):
+        propose(
+            user=reviewer, kind="authoritative-source", change={"field": "status"}, rationale="x"
+        )
+    with pytest.raises(PolicyWorkError, match="rationale"):
+        propose(user=reviewer, kind="require-review", change={"field": "status"}, rationale=" ")
+
+
+def test_field_changes_and_a_draft_of_several_approvals(reviewer, approver):
+    for kind, change in (
+        ("normalizer", {"field": "status", "normalize": {"kind": "enum", "caseInsensitive": True}}),
+        ("harmless-error", {"field": "status", "code": "AVATAR_UNAVAILABLE"}),
+        ("higher-source-revision", {"field": "status", "revisionDomain": "payments"}),
+    ):
+        decide(
+            proposal=propose(user=reviewer, kind=kind, change=change, rationale="x"),
+            user=approver,
+            approve=True,
+            reason="",
+        )
+    draft = draft_document()
+    assert draft["fields"]["status"] == {
+        "normalize": {"kind": "enum", "caseInsensitive": True},
+        "harmlessErrors": ["AVATAR_UNAVAILABLE"],
+    }
+    assert draft["rules"][-1] == {
+        "id": "newest-status",
+        "kind": "higher-source-revision",
+        "field": "status",
+        "revisionDomain": "payments",
+    }
+    assert publish(user=approver, reason="three changes").document == draft
+
+
+def test_export_and_import_round_trip_exactly(reviewer, approver, tmp_path):
+    first = published(reviewer, approver)
+    exported = tmp_path / "v1.json"
+    call_command("policy", "export", "--version", "1", "--out", str(exported))
+    assert json.loads(exported.read_text()) == {"version": 1, **first.document}
+    call_command("policy", "import", str(exported), "--user", "rita", "--rationale", "round trip")
+    proposal = RuleProposal.objects.get(state="pending")
+    call_command("policy", "approve", str(proposal.pk), "--user", "abel")
+    call_command("policy", "publish", "--user", "abel", "--reason", "same again")
+    second = PolicyVersion.objects.get(number=2)
+    assert second.document == first.document
+    assert diff_documents(first.document, second.document).is_empty
+    again = tmp_path / "v2.json"
+    call_command("policy", "export", "--version", "2", "--out", str(again))
+    assert {**json.loads(again.read_text()), "version": 1} == json.loads(exported.read_text())
+
+
+def test_the_command_refuses_self_approval_and_bad_documents(reviewer, approver, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"rules": [{"id": "x", "kind": "newest", "field": "status"}]}))
+    with pytest.raises(CommandError, match=r'rules\[0\]\.kind: unknown kind "newest"'):
+        call_command("policy", "import", str(bad), "--user", "rita", "--rationale", "x")
+    proposal = import_document(user=approver, document={"fields": {"status": {}}}, rationale="x")
+    with pytest.raises(CommandError, match="someone else must approve"):
+        call_command("policy", "approve", str(proposal.pk), "--user", "abel")
+    with pytest.raises(CommandError, match="may not do this"):
+        call_command("policy", "approve", str(proposal.pk), "--user", "rita")
+
+
+def test_diffs_show_added_removed_and_changed_rules():
+    old = {
+        "rules": [
+            {"id": "a", "kind": "require-review", "field": "x"},
+            {"id": "b", "kind": "require-review", "field": "y"},
+        ]
+    }
+    new = apply_change(
+        {"rules": [{"id": "a", "kind": "require-review", "field": "z"}]},
+        "harmless-error",
+        {"field": "x", "code": "E"},
+    )
+    diff = diff_documents(old, new)
+    assert [r["id"] for r in diff.rules_removed] == ["b"]
+    assert [(o["field"], n["field"]) for o, n in diff.rules_changed] == [("x", "z")]
+    assert diff.fields_added == [("x", {"harmlessErrors": ["E"]})]
+    assert ("-", "rule b: " + describe_rule(old["rules"][1])) in diff.lines()

@@ -1,0 +1,144 @@
+"""Policy pages: proposing, deciding and publishing through the browser's requests."""
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from django.urls import reverse
+from django.utils.html import escape
+
+from reviewapp.ingestion import ingest_file
+from reviewapp.models import PolicyVersion, RuleProposal, Ticket
+from reviewapp.policy_versions import decide, propose, publish
+
+pytestmark = pytest.mark.django_db
+FORM = {
+    "kind": "authoritative-source",
+    "field": "status",
+    "source": "refund-service",
+    "actions": "send_status_message, issue_store_credit",
+    "unless_values": "chargeback",
+    "rationale": "The refund service is the system of record for refunds.",
+}
+
+
+def test_a_reviewer_proposes_from_the_form(client, reviewer):
+    client.force_login(reviewer)
+    response = client.post(reverse("policy-propose"), FORM, follow=True)
+    proposal = RuleProposal.objects.get()
+    assert proposal.change == {
+        "field": "status",
+        "actions": ["send_status_message", "issue_store_credit"],
+        "source": "refund-service",
+        "unlessValues": ["chargeback"],
+    }
+    assert escape(proposal.sentence) in response.content.decode()
+    assert "someone else must approve" in response.content.decode()
+
+
+def test_the_preview_says_what_it_means_without_saving(client, reviewer):
+    client.force_login(reviewer)
+    response = client.post(reverse("policy-propose-preview"), FORM, headers={"HX-Request": "true"})
+    body = response.content.decode()
+    assert (
+        "refund-service owns `status`" in body
+        and 'id="proposal-preview"' in body
+        and "<html" not in body
+    )
+    assert RuleProposal.objects.count() == 0
+
+
+def test_a_proposal_form_is_prefilled_from_a_ticket(client, reviewer):
+    ingest_file(Path(__file__).parent / "fixtures" / "spec" / "order-status.jsonl", channel="cli")
+    ticket = Ticket.objects.get(run__run_id="stale-search")
+    client.force_login(reviewer)
+    body = client.get(reverse("policy-propose"), {"ticket": ticket.pk}).content.decode()
+    assert 'value="refund-service"' in body and 'value="send_status_message"' in body
+    assert f'value="{ticket.pk}"' in body
+
+
+def test_the_proposer_gets_403_when_approving_their_own(client, approver):
+    proposal = propose(
+        user=approver, kind="require-review", change={"field": "status"}, rationale="x"
+    )
+    client.force_login(approver)
+    response = client.post(reverse("proposal-decide", args=[proposal.pk]), {"decision": "approve"})
+    assert response.status_code == 403
+    assert RuleProposal.objects.get().state == "pending"
+
+
+def test_a_reviewer_may_not_approve_or_publish(client, reviewer, second_reviewer):
+    proposal = propose(
+        user=second_reviewer, kind="require-review", change={"field": "status"}, rationale="x"
+    )
+    client.force_login(reviewer)
+    assert (
+        client.post(
+            reverse("proposal-decide", args=[proposal.pk]), {"decision": "approve"}
+        ).status_code
+        == 403
+    )
+    assert client.post(reverse("policy-publish"), {"reason": "x"}).status_code == 403
+    assert RuleProposal.objects.get().state == "pending" and PolicyVersion.objects.count() == 0
+
+
+def test_an_approver_approves_and_publishes(client, reviewer, approver):
+    proposal = propose(
+        user=reviewer,
+        kind="require-review",
+        change={"field": "*", "actions": ["ship_goods"]},
+        rationale="safety",
+    )
+    client.force_login(approver)
+    client.post(
+        reverse("proposal-decide", args=[proposal.pk]), {"decision": "approve", "reason": "yes"}
+    )
+    draft = client.get(reverse("policy-draft")).content.decode()
+    assert "A disagreement on every field always goes to a person" in draft
+    response = client.post(
+        reverse("policy-publish"), {"reason": "shipping needs a person"}, follow=True
+    )
+    assert response.redirect_chain[-1][0] == reverse("policy-version", args=[1])
+    assert "Published v1" in response.content.decode()
+
+
+def test_versions_are_readable_exportable_and_diffable(client, viewer, reviewer, approver):
+    decide(
+        proposal=propose(
+            user=reviewer, kind="require-review", change={"field": "status"}, rationale="x"
+        ),
+        user=approver,
+        approve=True,
+        reason="",
+    )
+    publish(user=approver, reason="first")
+    client.force_login(viewer)
+    page = client.get(reverse("policy-version", args=[1])).content.decode()
+    assert (
+        "A disagreement on `status` always goes to a person whatever the agent does next." in page
+    )
+    export = client.get(reverse("policy-export", args=[1]))
+    assert export["Content-Disposition"] == 'attachment; filename="policy-v1.json"'
+    assert json.loads(export.content)["version"] == 1
+    diff = client.get(reverse("policy-diff"), {"from": "0", "to": "1"}).content.decode()
+    assert "+</span> rule review-status" in diff
+
+
+def test_an_import_with_errors_names_the_bad_path(client, reviewer):
+    client.force_login(reviewer)
+    bad = io.BytesIO(json.dumps({"rules": [{"kind": "newest", "field": "status"}]}).encode())
+    bad.name = "bad.json"
+    response = client.post(
+        reverse("policy-import"), {"document": bad, "rationale": "x"}, follow=True
+    )
+    assert "rules[0].kind: unknown kind &quot;newest&quot;" in response.content.decode()
+    assert RuleProposal.objects.count() == 0
+
+
+def test_viewers_read_policy_but_cannot_propose(client, viewer):
+    client.force_login(viewer)
+    assert client.get(reverse("policy-home")).status_code == 200
+    assert client.get(reverse("policy-propose")).status_code == 403
+    assert client.post(reverse("policy-propose"), FORM).status_code == 403
+    assert RuleProposal.objects.count() == 0
