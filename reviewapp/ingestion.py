@@ -16,12 +16,13 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from reviewapp.bulk import insert_rows
@@ -128,7 +129,10 @@ def create_batch(
 def ingest_batch(batch: IngestBatch, *, progress: Progress | None = None) -> IngestSummary:
     """Read, store and judge one batch; safe to call again on the same batch."""
     IngestBatch.objects.filter(pk=batch.pk).update(
-        state=IngestBatch.State.RUNNING, started_at=batch.started_at or timezone.now(), error=""
+        state=IngestBatch.State.RUNNING,
+        started_at=batch.started_at or timezone.now(),
+        heartbeat_at=timezone.now(),
+        error="",
     )
     try:
         lines = _store_file(batch, progress)
@@ -212,7 +216,7 @@ def _store_file(batch: IngestBatch, progress: Progress | None) -> int:
 
 
 def _report(batch: IngestBatch, done: int, progress: Progress | None) -> None:
-    IngestBatch.objects.filter(pk=batch.pk).update(bytes_done=done)
+    IngestBatch.objects.filter(pk=batch.pk).update(bytes_done=done, heartbeat_at=timezone.now())
     if progress:
         progress(done, batch.size_bytes)
 
@@ -404,3 +408,15 @@ def expand_paths(paths: Iterable[str]) -> list[Path]:
         else:
             files.append(path)
     return files
+
+
+def stalled_batches(*, older_than: timedelta) -> list[IngestBatch]:
+    """Batches left queued or running without progress: their worker died, or the message
+    was lost. Re-ingesting them is safe (see the module docstring)."""
+    cutoff = timezone.now() - older_than
+    return list(
+        IngestBatch.objects.filter(state__in=[IngestBatch.State.QUEUED, IngestBatch.State.RUNNING])
+        .exclude(channel=IngestBatch.Channel.CLI)
+        .filter(created_at__lt=cutoff)
+        .filter(Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=cutoff))
+    )

@@ -180,7 +180,12 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 3600)
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 3900)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BEAT_SCHEDULE: dict = {}
+CELERY_BEAT_SCHEDULE = {
+    "resume-stalled-batches": {
+        "task": "reviewapp.tasks.resume_stalled_batches_task",
+        "schedule": 300.0,
+    },
+}
 
 # Uploaded and posted trace files wait here for a worker (a volume shared with the
 # workers in docker-compose).

@@ -16,3 +16,16 @@ def label_settled_tickets_task(version_id: int) -> int:
     from reviewapp.policy_versions import label_settled_tickets
 
     return label_settled_tickets(PolicyVersion.objects.get(pk=version_id))
+
+
+@app.task
+def resume_stalled_batches_task() -> int:
+    """Periodic (beat): send stalled batches to a worker again."""
+    from datetime import timedelta
+
+    from reviewapp.ingestion import stalled_batches
+
+    stalled = stalled_batches(older_than=timedelta(minutes=15))
+    for batch in stalled:
+        ingest_batch_task.delay(batch.pk)
+    return len(stalled)
