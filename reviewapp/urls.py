@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from reviewapp.views import api, dashboard, ingest, policy
+from reviewapp.views import api, dashboard, ingest, policy, tickets
 
 urlpatterns = [
     # Sign-in
@@ -33,6 +33,16 @@ urlpatterns = [
     path("policy/proposals/", policy.proposal_list, name="proposal-list"),
     path("policy/proposals/<int:pk>/", policy.proposal_detail, name="proposal-detail"),
     path("policy/proposals/<int:pk>/decide/", policy.proposal_decide, name="proposal-decide"),
+    # Tickets
+    path("tickets/", tickets.ticket_queue, name="ticket-queue"),
+    path("tickets/bulk/", tickets.ticket_bulk, name="ticket-bulk"),
+    path("tickets/<int:ticket_id>/", tickets.ticket_detail, name="ticket-detail"),
+    path("tickets/<int:ticket_id>/handoff.json", tickets.ticket_handoff, name="ticket-handoff"),
+    path("tickets/<int:ticket_id>/claim/", tickets.ticket_claim, name="ticket-claim"),
+    path("tickets/<int:ticket_id>/assign/", tickets.ticket_assign, name="ticket-assign"),
+    path("tickets/<int:ticket_id>/comment/", tickets.ticket_comment, name="ticket-comment"),
+    path("tickets/<int:ticket_id>/close/", tickets.ticket_close, name="ticket-close"),
+    path("tickets/<int:ticket_id>/reopen/", tickets.ticket_reopen, name="ticket-reopen"),
     # API (bearer tokens)
     path("api/v1/traces", api.post_traces, name="api-traces"),
     path("api/v1/batches/<uuid:public_id>", api.get_batch, name="api-batch"),

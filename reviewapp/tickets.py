@@ -1,0 +1,619 @@
+"""Working tickets: the queue (filters, sorting, counts per filter value, families) and every
+change a reviewer makes (claim, assign, comment, close, reopen, one at a time or in bulk).
+
+Concurrency is optimistic: a change names the revision its author saw, and the one guarded
+UPDATE (`WHERE id = X AND revision = N`) lets exactly one of two simultaneous changes win.
+The loser is told who changed the ticket and how, never silently overwritten. Every change
+appends an AuditEvent with the values before and after it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from datetime import date, datetime, time, timedelta
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from django.core.cache import cache
+from django.db import connection, transaction
+from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery
+from django.utils import timezone
+
+from reviewapp.models import AuditEvent, Ticket, TicketComment
+from reviewapp.roles import WORK_TICKET
+
+# The causes a reviewer can give; POLICY is set when a newer policy version settles a ticket.
+REVIEWER_CAUSES = [
+    (value, label) for value, label in Ticket.Cause.choices if value != Ticket.Cause.POLICY
+]
+ASSIGNEE_ME, ASSIGNEE_NONE = "me", "unassigned"
+SORTS: dict[str, tuple[str, ...]] = {
+    "newest": ("-created_at", "-id"),
+    "oldest": ("created_at", "id"),
+    "unsafe": ("-unsafe", "-created_at", "-id"),
+    "reason": ("reason", "-created_at", "-id"),
+    "field": ("field", "-created_at", "-id"),
+}
+SORT_LABELS = {
+    "newest": "newest first",
+    "oldest": "oldest first",
+    "unsafe": "unsafe first",
+    "reason": "by reason",
+    "field": "by field",
+}
+# Counted filter dimensions: name in the URL -> model field counted.
+FACETS = {
+    "state": "state",
+    "reason": "reason",
+    "finding_kind": "finding_kind",
+    "field": "field",
+    "action": "action",
+    "source": "sources",
+    "unsafe": "unsafe",
+    "assignee": "assignee",
+    "agent": "agent",
+}
+CACHE_SECONDS = 60
+
+
+# --- the queue --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueueFilters:
+    """What the queue shows; every value comes from the URL, "" means any."""
+
+    state: str = Ticket.State.OPEN
+    reason: str = ""
+    finding_kind: str = ""
+    field: str = ""
+    action: str = ""
+    source: str = ""
+    unsafe: str = ""  # "yes", "no" or ""
+    assignee: str = ""  # a username, ASSIGNEE_ME, ASSIGNEE_NONE or ""
+    agent: str = ""
+    family: str = ""  # a fingerprint
+    created_from: date | None = None
+    created_to: date | None = None
+    sort: str = "newest"
+    group: str = ""  # "family": families with their sizes instead of tickets
+
+    def as_params(self) -> dict[str, str]:
+        """The URL parameters that give these filters back (defaults left out)."""
+        params = {}
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if value != item.default:
+                params[item.name] = value.isoformat() if isinstance(value, date) else str(value)
+        # An explicit "any state" must survive the round trip, since open is the default.
+        if self.state == "":
+            params["state"] = "any"
+        return params
+
+    def with_value(self, name: str, value: str) -> QueueFilters:
+        return replace(self, **{name: value})
+
+
+def queue_filters(params: Mapping[str, str]) -> QueueFilters:
+    """Read filters from URL parameters; a value that cannot be understood is ignored."""
+    values: dict[str, Any] = {}
+    for item in fields(QueueFilters):
+        raw = (params.get(item.name) or "").strip()
+        if not raw:
+            continue
+        if item.name in ("created_from", "created_to"):
+            try:
+                values[item.name] = date.fromisoformat(raw)
+            except ValueError:
+                continue
+        elif item.name == "state":
+            values["state"] = "" if raw == "any" else raw
+        elif item.name == "sort":
+            if raw in SORTS:
+                values["sort"] = raw
+        elif item.name == "unsafe":
+            if raw in ("yes", "no"):
+                values["unsafe"] = raw
+        elif item.name == "group":
+            if raw == "family":
+                values["group"] = raw
+        else:
+            values[item.name] = raw[:200]
+    return QueueFilters(**values)
+
+
+def _contains_source(source: str) -> Q:
+    # `sources` is a sorted, comma-joined list: match one whole element.
+    return (
+        Q(sources=source)
+        | Q(sources__startswith=f"{source},")
+        | Q(sources__endswith=f",{source}")
+        | Q(sources__contains=f",{source},")
+    )
+
+
+def _day_start(day: date) -> datetime:
+    return timezone.make_aware(datetime.combine(day, time.min))
+
+
+def filtered_tickets(filters: QueueFilters, user) -> QuerySet[Ticket]:
+    """The tickets the filters select, unordered."""
+    query = Q()
+    for name in ("state", "reason", "finding_kind", "field", "action", "agent"):
+        value = getattr(filters, name)
+        if value:
+            query &= Q(**{name: value})
+    if filters.source:
+        query &= _contains_source(filters.source)
+    if filters.unsafe:
+        query &= Q(unsafe=filters.unsafe == "yes")
+    if filters.assignee == ASSIGNEE_ME:
+        query &= Q(assignee=user)
+    elif filters.assignee == ASSIGNEE_NONE:
+        query &= Q(assignee__isnull=True)
+    elif filters.assignee:
+        query &= Q(assignee__username=filters.assignee)
+    if filters.family:
+        query &= Q(fingerprint=filters.family)
+    if filters.created_from:
+        query &= Q(created_at__gte=_day_start(filters.created_from))
+    if filters.created_to:
+        query &= Q(created_at__lt=_day_start(filters.created_to + timedelta(days=1)))
+    return Ticket.objects.filter(query)
+
+
+def queue_page(filters: QueueFilters, user, *, number: int, per_page: int) -> list[Ticket]:
+    """One page of the filtered queue, sorted, with what a row shows."""
+    start = (max(number, 1) - 1) * per_page
+    tickets = filtered_tickets(filters, user).order_by(*SORTS[filters.sort])
+    return list(tickets.select_related("run", "assignee")[start : start + per_page])
+
+
+@dataclass(frozen=True)
+class Facets:
+    """How many of the filtered tickets have each value of each dimension."""
+
+    total: int
+    counts: dict[str, list[tuple[str, int]]]
+
+    def values(self, name: str) -> list[tuple[str, int]]:
+        return self.counts.get(name, [])
+
+
+def _data_stamp() -> tuple[int | None, int | None]:
+    """Changes whenever a ticket is opened (a new id) or changed (every change appends an
+    audit event). A row committed out of id order (two ingest workers at once) is the only
+    miss, and CACHE_SECONDS bounds it."""
+    newest_ticket = Ticket.objects.aggregate(newest=Max("id"))["newest"]
+    return newest_ticket, AuditEvent.objects.aggregate(newest=Max("id"))["newest"]
+
+
+def _cached(kind: str, filters: QueueFilters, user, compute: Callable[[], Any]) -> Any:
+    """Counting reads every filtered ticket, the slow part of the queue at 100,000 tickets:
+    counts are kept until the tickets change."""
+    who = user.pk if filters.assignee == ASSIGNEE_ME else None
+    selection = replace(filters, sort="newest", group="").as_params()
+    identity = repr((kind, _data_stamp(), who, sorted(selection.items())))
+    key = "tickets:" + hashlib.sha256(identity.encode()).hexdigest()
+    found = cache.get(key)
+    if found is None:
+        found = compute()
+        cache.set(key, found, CACHE_SECONDS)
+    return found
+
+
+def facet_counts(filters: QueueFilters, user) -> Facets:
+    """Counts per value of every filter dimension, within the current filters."""
+    return _cached("facets", filters, user, lambda: _count_facets(filtered_tickets(filters, user)))
+
+
+def _count_facets(tickets: QuerySet[Ticket]) -> Facets:
+    # One statement: the filtered tickets are read once, then counted per dimension.
+    names = list(FACETS)
+    inner, params = tickets.order_by().values_list(*FACETS.values()).query.sql_with_params()
+    columns = ", ".join(f"c{i}" for i in range(len(names)))
+    counts_sql = " UNION ALL ".join(
+        f"SELECT {i}, CAST(c{i} AS TEXT), COUNT(*) FROM filtered GROUP BY c{i}"
+        for i in range(len(names))
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(f"WITH filtered ({columns}) AS MATERIALIZED ({inner}) {counts_sql}", params)
+        rows = cursor.fetchall()
+    tallies: dict[str, Counter[str]] = {name: Counter() for name in names}
+    for index, value, n in rows:
+        tallies[names[index]][value or ""] += n
+    tallies["source"] = _each_source(tallies["source"])
+    tallies["unsafe"] = Counter(
+        {_YES_NO[value]: n for value, n in tallies["unsafe"].items() if value in _YES_NO}
+    )
+    usernames = dict(
+        get_user_model()
+        .objects.filter(pk__in=[int(v) for v in tallies["assignee"] if v])
+        .values_list("pk", "username")
+    )
+    tallies["assignee"] = Counter(
+        {
+            (usernames.get(int(v), v) if v else ASSIGNEE_NONE): n
+            for v, n in tallies["assignee"].items()
+        }
+    )
+    return Facets(
+        total=sum(tallies["state"].values()),
+        counts={
+            name: sorted(tally.items(), key=lambda item: (-item[1], item[0]))
+            for name, tally in tallies.items()
+        },
+    )
+
+
+# How each database spells a boolean cast to text.
+_YES_NO = {"true": "yes", "1": "yes", "false": "no", "0": "no"}
+
+
+def _each_source(by_combination: Counter[str]) -> Counter[str]:
+    """Counts per source from counts per sorted, comma-joined combination of sources."""
+    tally: Counter[str] = Counter()
+    for combination, n in by_combination.items():
+        for source in combination.split(","):
+            if source:
+                tally[source] += n
+    return tally
+
+
+@dataclass(frozen=True)
+class Family:
+    fingerprint: str
+    label: str
+    size: int
+    unsafe: int
+
+
+def families(filters: QueueFilters, user, *, limit: int) -> list[Family]:
+    """The filtered tickets grouped by fingerprint family, largest first."""
+
+    def count() -> list[Family]:
+        rows = (
+            filtered_tickets(filters, user)
+            .order_by()
+            .values("fingerprint")
+            .annotate(
+                size=Count("id"),
+                unsafe=Count("id", filter=Q(unsafe=True)),
+                label=Max("fingerprint_label"),
+            )
+            .order_by("-size", "fingerprint")[:limit]
+        )
+        return [Family(r["fingerprint"], r["label"], r["size"], r["unsafe"]) for r in rows]
+
+    return _cached(f"families:{limit}", filters, user, count)
+
+
+def ticket_workers() -> QuerySet:
+    """People who may work tickets, for the assign menu."""
+    app_label, codename = WORK_TICKET.split(".")
+    permission = Permission.objects.filter(content_type__app_label=app_label, codename=codename)
+    return (
+        get_user_model()
+        .objects.filter(is_active=True)
+        .filter(
+            Q(groups__permissions__in=permission)
+            | Q(user_permissions__in=permission)
+            | Q(is_superuser=True)
+        )
+        .distinct()
+        .order_by("username")
+    )
+
+
+# --- changes ----------------------------------------------------------------------
+
+
+class TicketActionError(ValueError):
+    """A change that makes no sense for the ticket as it is (closing a closed ticket)."""
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """A change that lost: the ticket moved on since its author saw it."""
+
+    ticket: Ticket
+    last_event: AuditEvent | None
+
+    def __str__(self) -> str:
+        event = self.last_event
+        if event is None:
+            return f"Ticket #{self.ticket.pk} changed since you saw it (now revision {self.ticket.revision}); nothing was applied."
+        who = event.actor.get_username() if event.actor else "the system"
+        when = timezone.localtime(event.created_at).strftime("%H:%M:%S")
+        return (
+            f"{who} {describe(event)} at {when}: ticket #{self.ticket.pk} is now at revision "
+            f"{self.ticket.revision}, so your change was not applied."
+        )
+
+
+class TicketConflict(Exception):
+    def __init__(self, conflict: Conflict):
+        super().__init__(str(conflict))
+        self.conflict = conflict
+
+
+@dataclass
+class Outcome:
+    """What a change did to each ticket it named."""
+
+    changed: list[int] = field(default_factory=list)
+    conflicts: list[Conflict] = field(default_factory=list)
+    refused: dict[int, str] = field(default_factory=dict)
+
+    def summary(self, verb: str) -> str:
+        parts = [f"{len(self.changed)} ticket{'s' if len(self.changed) != 1 else ''} {verb}"]
+        if self.conflicts:
+            parts.append(f"{len(self.conflicts)} changed by someone else first, left alone")
+        if self.refused:
+            parts.append(f"{len(self.refused)} skipped ({next(iter(self.refused.values()))})")
+        return "; ".join(parts) + "."
+
+
+# The audited view of a ticket: what "before" and "after" record.
+AUDITED = ("state", "assignee", "resolution", "cause", "cause_text")
+
+
+def _audited(ticket: Ticket) -> dict[str, Any]:
+    return {
+        "state": ticket.state,
+        "assignee": ticket.assignee.get_username() if ticket.assignee else None,
+        "resolution": ticket.resolution,
+        "cause": ticket.cause,
+        "cause_text": ticket.cause_text,
+    }
+
+
+VERB_TEXT = {
+    "claimed": "claimed it",
+    "assigned": "assigned it",
+    "unassigned": "unassigned it",
+    "closed": "closed it",
+    "reopened": "reopened it",
+    "commented": "commented",
+}
+
+
+def describe(event: AuditEvent) -> str:
+    """An audit event in words, e.g. "assigned it to ravi" or "closed it as explained"."""
+    after = event.data.get("after", {})
+    text = VERB_TEXT.get(event.verb, event.verb)
+    if event.verb == "assigned" and after.get("assignee"):
+        text += f" to {after['assignee']}"
+    if event.verb == "closed" and after.get("resolution"):
+        text += f" as {after['resolution']}"
+        if after.get("cause"):
+            text += f" ({Ticket.Cause(after['cause']).label})"
+    return text
+
+
+Check = Callable[[Ticket], str | None]
+
+
+def _change(
+    expected: Mapping[int, int],
+    *,
+    actor,
+    verb: str,
+    changes: dict[str, Any],
+    refuse: Check,
+) -> Outcome:
+    """Apply `changes` to each ticket still at its expected revision and not refused,
+    one guarded UPDATE each, and audit every change; in one transaction."""
+    outcome = Outcome()
+    now = timezone.now()
+    with transaction.atomic():
+        tickets = (
+            Ticket.objects.select_related("assignee").filter(pk__in=list(expected)).order_by("pk")
+        )
+        events = []
+        lost = []
+        for ticket in tickets:
+            if ticket.revision != expected[ticket.pk]:
+                lost.append(ticket.pk)
+                continue
+            reason = refuse(ticket)
+            if reason:
+                outcome.refused[ticket.pk] = reason
+                continue
+            updated = Ticket.objects.filter(pk=ticket.pk, revision=ticket.revision).update(
+                **changes, revision=F("revision") + 1, updated_at=now
+            )
+            if not updated:
+                lost.append(ticket.pk)
+                continue
+            before = _audited(ticket)
+            for name, value in changes.items():
+                setattr(ticket, name, value)
+            events.append(
+                AuditEvent(
+                    actor=actor,
+                    verb=verb,
+                    ticket=ticket,
+                    target=f"ticket {ticket.pk}",
+                    data={
+                        "revision": ticket.revision + 1,
+                        "before": before,
+                        "after": _audited(ticket),
+                    },
+                )
+            )
+            outcome.changed.append(ticket.pk)
+        AuditEvent.objects.bulk_create(events)
+    outcome.conflicts = _conflicts(lost)
+    return outcome
+
+
+def _conflicts(ticket_ids: list[int]) -> list[Conflict]:
+    """Who changed these tickets last, read after their change won (so it is committed)."""
+    if not ticket_ids:
+        return []
+    last_event = AuditEvent.objects.filter(ticket=OuterRef("pk")).order_by("-id").values("id")[:1]
+    tickets = list(
+        Ticket.objects.select_related("assignee")
+        .filter(pk__in=ticket_ids)
+        .annotate(last_event_id=Subquery(last_event))
+        .order_by("pk")
+    )
+    events = AuditEvent.objects.select_related("actor").in_bulk(
+        [t.last_event_id for t in tickets if t.last_event_id]
+    )
+    return [Conflict(ticket, events.get(ticket.last_event_id)) for ticket in tickets]
+
+
+def _single(ticket: Ticket, revision: int, outcome: Outcome) -> Ticket:
+    """The result of a one-ticket change: the ticket as changed, or why it was not."""
+    if outcome.conflicts:
+        raise TicketConflict(outcome.conflicts[0])
+    if outcome.refused:
+        raise TicketActionError(outcome.refused[ticket.pk])
+    return Ticket.objects.select_related("assignee", "closed_by").get(pk=ticket.pk)
+
+
+def _require_open(ticket: Ticket) -> str | None:
+    return None if ticket.state == Ticket.State.OPEN else "the ticket is closed"
+
+
+def claim(ticket: Ticket, *, revision: int, actor) -> Ticket:
+    def refuse(current: Ticket) -> str | None:
+        if current.assignee_id == actor.pk:
+            return "you already hold this ticket"
+        if current.assignee_id is not None:
+            return f"{current.assignee.get_username()} holds this ticket; assign it to take it over"
+        return _require_open(current)
+
+    outcome = _change(
+        {ticket.pk: revision},
+        actor=actor,
+        verb="claimed",
+        changes={"assignee": actor},
+        refuse=refuse,
+    )
+    return _single(ticket, revision, outcome)
+
+
+def _check_assignee(assignee) -> None:
+    if assignee is not None and not assignee.has_perm(WORK_TICKET):
+        raise TicketActionError(f"{assignee.get_username()} may not work tickets")
+
+
+def assign_many(expected: Mapping[int, int], *, actor, assignee) -> Outcome:
+    """Assign (or, with None, unassign) each ticket still at its expected revision."""
+    _check_assignee(assignee)
+    assignee_id = assignee.pk if assignee else None
+
+    def refuse(current: Ticket) -> str | None:
+        if current.assignee_id == assignee_id:
+            return "already assigned so" if assignee else "already unassigned"
+        return None
+
+    verb = "assigned" if assignee else "unassigned"
+    return _change(expected, actor=actor, verb=verb, changes={"assignee": assignee}, refuse=refuse)
+
+
+def assign(ticket: Ticket, *, revision: int, actor, assignee) -> Ticket:
+    return _single(
+        ticket, revision, assign_many({ticket.pk: revision}, actor=actor, assignee=assignee)
+    )
+
+
+def _closing(resolution: str, cause: str, cause_text: str) -> dict[str, Any]:
+    cause_text = cause_text.strip()
+    if resolution == Ticket.Resolution.EXPLAINED:
+        if cause not in dict(REVIEWER_CAUSES):
+            raise TicketActionError("closing as explained needs a cause")
+        if cause == Ticket.Cause.OTHER and not cause_text:
+            raise TicketActionError("the cause “other” needs a few words saying what it was")
+    elif resolution == Ticket.Resolution.UNEXPLAINED:
+        cause = ""
+    else:
+        raise TicketActionError("close as explained or unexplained")
+    return {"resolution": resolution, "cause": cause, "cause_text": cause_text}
+
+
+def close_many(
+    expected: Mapping[int, int], *, actor, resolution: str, cause: str = "", cause_text: str = ""
+) -> Outcome:
+    changes = {
+        **_closing(resolution, cause, cause_text),
+        "state": Ticket.State.CLOSED,
+        "closed_by": actor,
+        "closed_at": timezone.now(),
+    }
+    return _change(expected, actor=actor, verb="closed", changes=changes, refuse=_require_open)
+
+
+def close(
+    ticket: Ticket, *, revision: int, actor, resolution: str, cause: str = "", cause_text: str = ""
+) -> Ticket:
+    outcome = close_many(
+        {ticket.pk: revision},
+        actor=actor,
+        resolution=resolution,
+        cause=cause,
+        cause_text=cause_text,
+    )
+    return _single(ticket, revision, outcome)
+
+
+def reopen(ticket: Ticket, *, revision: int, actor) -> Ticket:
+    changes = {
+        "state": Ticket.State.OPEN,
+        "resolution": "",
+        "cause": "",
+        "cause_text": "",
+        "closed_by": None,
+        "closed_at": None,
+    }
+
+    def refuse(current: Ticket) -> str | None:
+        return "the ticket is already open" if current.state == Ticket.State.OPEN else None
+
+    outcome = _change(
+        {ticket.pk: revision}, actor=actor, verb="reopened", changes=changes, refuse=refuse
+    )
+    return _single(ticket, revision, outcome)
+
+
+def add_comment(ticket: Ticket, *, actor, text: str) -> TicketComment:
+    """Comments never conflict: they add to the ticket without changing it."""
+    text = text.strip()
+    if not text:
+        raise TicketActionError("a comment needs some text")
+    with transaction.atomic():
+        comment = TicketComment.objects.create(ticket=ticket, author=actor, text=text)
+        AuditEvent.objects.create(
+            actor=actor,
+            verb="commented",
+            ticket=ticket,
+            target=f"ticket {ticket.pk}",
+            data={"comment": comment.pk},
+        )
+    return comment
+
+
+def family_revisions(fingerprint: str) -> dict[int, int]:
+    """The open tickets of a family at their current revisions, for a bulk change of the
+    whole family: one changed meanwhile by someone else is reported, not overwritten."""
+    rows = Ticket.objects.filter(fingerprint=fingerprint, state=Ticket.State.OPEN).values_list(
+        "pk", "revision"
+    )
+    return dict(rows)
+
+
+def parse_selection(values: Iterable[str]) -> dict[int, int]:
+    """Checked rows of the queue, each "id:revision" as it was rendered."""
+    selection = {}
+    for value in values:
+        ticket_id, _, revision = value.partition(":")
+        if ticket_id.isdigit() and revision.isdigit():
+            selection[int(ticket_id)] = int(revision)
+    return selection

@@ -1,0 +1,354 @@
+"""The review desk: the ticket queue, the ticket page, work on tickets and the handoff
+package. Reading needs a login; every change needs WORK_TICKET, checked here on the server."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.decorators import permission_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme, urlencode
+from django.views.decorators.http import require_GET, require_POST
+
+from reviewapp import tickets
+from reviewapp.evidence import evidence_ticket, handoff_package, ticket_evidence
+from reviewapp.models import AuditEvent, Ticket, TicketComment
+from reviewapp.roles import WORK_TICKET
+
+TICKETS_PER_PAGE = 50
+FAMILIES_SHOWN = 100
+RELATED_SHOWN = 20
+
+
+# --- the queue --------------------------------------------------------------------
+
+
+def _queue_url(filters: tickets.QueueFilters, **overrides: str) -> str:
+    params = {**filters.as_params(), **overrides}
+    params = {name: value for name, value in params.items() if value}
+    return reverse("ticket-queue") + (f"?{urlencode(params)}" if params else "")
+
+
+@require_GET
+def ticket_queue(request: HttpRequest) -> HttpResponse:
+    filters = tickets.queue_filters(request.GET)
+    facets = tickets.facet_counts(filters, request.user)
+    number = _page_number(request.GET.get("page"), facets.total)
+    can_work = request.user.has_perm(WORK_TICKET)
+    grouped = bool(filters.group)
+    context = {
+        "filters": filters,
+        "facets": facets,
+        "facet_links": _facet_links(filters, facets),
+        "quick_views": _quick_views(filters),
+        "sorts": tickets.SORT_LABELS,
+        "query": urlencode(filters.as_params()),
+        "page": _QueuePage(number, facets.total),
+        "families": _family_rows(filters, request.user) if grouped else None,
+        "tickets": []
+        if grouped
+        else tickets.queue_page(filters, request.user, number=number, per_page=TICKETS_PER_PAGE),
+        "can_work": can_work,
+        "workers": tickets.ticket_workers() if can_work else [],
+        "causes": tickets.REVIEWER_CAUSES,
+    }
+    template = "tickets/queue.html"
+    if request.htmx:
+        # A filter form change swaps the results only; a link swaps the form too.
+        template += "#queue-results" if request.htmx.target == "queue-results" else "#queue"
+    return render(request, template, context)
+
+
+def _family_rows(filters: tickets.QueueFilters, user) -> list:
+    return [
+        (family, _queue_url(filters, family=family.fingerprint, group=""))
+        for family in tickets.families(filters, user, limit=FAMILIES_SHOWN)
+    ]
+
+
+class _QueuePage:
+    """The page of the queue shown; its total comes from the (cached) counts."""
+
+    def __init__(self, number: int, total: int):
+        self.number = number
+        self.num_pages = max(1, -(-total // TICKETS_PER_PAGE))
+        self.total = total
+
+    @property
+    def has_previous(self) -> bool:
+        return self.number > 1
+
+    @property
+    def has_next(self) -> bool:
+        return self.number < self.num_pages
+
+    @property
+    def previous_page_number(self) -> int:
+        return self.number - 1
+
+    @property
+    def next_page_number(self) -> int:
+        return self.number + 1
+
+    @property
+    def first_index(self) -> int:
+        return (self.number - 1) * TICKETS_PER_PAGE + 1 if self.total else 0
+
+    @property
+    def last_index(self) -> int:
+        return min(self.total, self.number * TICKETS_PER_PAGE)
+
+
+def _page_number(raw: str | None, total: int) -> int:
+    last = max(1, -(-total // TICKETS_PER_PAGE))
+    try:
+        return min(max(int(raw or 1), 1), last)
+    except ValueError:
+        return 1
+
+
+FACET_TITLES = {
+    "state": "State",
+    "reason": "Reason",
+    "finding_kind": "Finding",
+    "field": "Field",
+    "action": "Action",
+    "source": "Source",
+    "unsafe": "Unsafe",
+    "assignee": "Assignee",
+    "agent": "Agent",
+}
+
+
+def _facet_links(filters: tickets.QueueFilters, facets: tickets.Facets) -> list[dict]:
+    """Each dimension's values with their counts, as links that set (or clear) the filter."""
+    groups = []
+    for name, title in FACET_TITLES.items():
+        current = getattr(filters, name)
+        values = []
+        for value, count in facets.values(name):
+            chosen = current == value
+            # Choosing a chosen value again clears it; for state, clearing means any state.
+            target = value if not chosen else "any" if name == "state" else ""
+            values.append(
+                {
+                    "value": value or "(none)",
+                    "count": count,
+                    "chosen": chosen,
+                    "url": _queue_url(filters, **{name: target}),
+                    "blank": not value,
+                }
+            )
+        groups.append({"name": name, "title": title, "values": values, "current": current})
+    return groups
+
+
+def _quick_views(filters: tickets.QueueFilters) -> list[dict]:
+    views = [
+        ("All open", tickets.QueueFilters()),
+        ("Assigned to me", tickets.QueueFilters(assignee=tickets.ASSIGNEE_ME)),
+        ("Unassigned", tickets.QueueFilters(assignee=tickets.ASSIGNEE_NONE)),
+        ("Unsafe", tickets.QueueFilters(unsafe="yes")),
+        ("Families", tickets.QueueFilters(group="family")),
+    ]
+    return [
+        {"label": label, "url": _queue_url(view), "current": view == filters}
+        for label, view in views
+    ]
+
+
+@require_POST
+@permission_required(WORK_TICKET, raise_exception=True)
+def ticket_bulk(request: HttpRequest) -> HttpResponse:
+    """Assign or close the checked tickets, or every open ticket of one family."""
+    filters = tickets.queue_filters(request.POST)
+    family = request.POST.get("whole_family", "")
+    if family:
+        expected = tickets.family_revisions(family)
+    else:
+        expected = tickets.parse_selection(request.POST.getlist("selected"))
+    if not expected:
+        messages.warning(request, "Nothing was selected.")
+        return redirect(_queue_url(filters))
+    try:
+        if request.POST.get("operation") == "close":
+            outcome = tickets.close_many(
+                expected,
+                actor=request.user,
+                resolution=request.POST.get("resolution", ""),
+                cause=request.POST.get("cause", ""),
+                cause_text=request.POST.get("cause_text", ""),
+            )
+            verb = "closed"
+        else:
+            outcome = tickets.assign_many(
+                expected, actor=request.user, assignee=_assignee(request.POST.get("assignee"))
+            )
+            verb = "assigned"
+    except tickets.TicketActionError as error:
+        messages.error(request, f"Not applied: {error}.")
+        return redirect(_queue_url(filters))
+    messages.success(request, outcome.summary(verb))
+    for conflict in outcome.conflicts[:5]:
+        messages.warning(request, str(conflict))
+    return redirect(_queue_url(filters))
+
+
+def _assignee(username: str | None):
+    if not username:
+        return None
+    try:
+        return get_user_model().objects.get(username=username, is_active=True)
+    except get_user_model().DoesNotExist:
+        raise tickets.TicketActionError(f"there is no user {username}") from None
+
+
+# --- the ticket -------------------------------------------------------------------
+
+
+def _ticket_or_404(ticket_id: int) -> Ticket:
+    try:
+        return evidence_ticket(ticket_id)
+    except Ticket.DoesNotExist:
+        raise Http404("No such ticket") from None
+
+
+def _work_context(request: HttpRequest, ticket: Ticket) -> dict:
+    """What the work panel shows: who holds the ticket, the forms, the trail, comments."""
+    can_work = request.user.has_perm(WORK_TICKET)
+    trail = list(AuditEvent.objects.filter(ticket=ticket).select_related("actor").order_by("id"))
+    return {
+        "ticket": ticket,
+        "can_work": can_work,
+        "workers": tickets.ticket_workers() if can_work else [],
+        "causes": tickets.REVIEWER_CAUSES,
+        "trail": [(event, tickets.describe(event)) for event in trail],
+        "comments": TicketComment.objects.filter(ticket=ticket).select_related("author"),
+    }
+
+
+@require_GET
+def ticket_detail(request: HttpRequest, ticket_id: int) -> HttpResponse:
+    ticket = _ticket_or_404(ticket_id)
+    evidence = ticket_evidence(ticket)
+    family = Ticket.objects.filter(fingerprint=ticket.fingerprint).exclude(pk=ticket.pk)
+    context = {
+        **_work_context(request, ticket),
+        "evidence": evidence,
+        "family_tickets": list(
+            family.select_related("run").order_by("-created_at", "-id")[:RELATED_SHOWN]
+        ),
+        "family_size": family.count() + 1,
+        "family_url": _queue_url(tickets.QueueFilters(family=ticket.fingerprint, state="")),
+        "run_tickets": list(
+            Ticket.objects.filter(run_id=ticket.run_id)
+            .exclude(pk=ticket.pk)
+            .order_by("pk")[:RELATED_SHOWN]
+        ),
+    }
+    return render(request, "tickets/detail.html", context)
+
+
+@require_GET
+def ticket_handoff(request: HttpRequest, ticket_id: int) -> HttpResponse:
+    package = handoff_package(ticket_evidence(_ticket_or_404(ticket_id)))
+    response = HttpResponse(
+        json.dumps(package, indent=2, ensure_ascii=False), content_type="application/json"
+    )
+    response["Content-Disposition"] = f'attachment; filename="ticket-{ticket_id}-handoff.json"'
+    return response
+
+
+def _after_change(request: HttpRequest, ticket_id: int) -> HttpResponse:
+    """htmx: the work panel again, with the message; a plain POST: back to the ticket."""
+    if request.htmx:
+        ticket = _ticket_or_404(ticket_id)
+        return render(request, "tickets/detail.html#ticket-work", _work_context(request, ticket))
+    # The queue's keyboard claim comes back to the queue it was made from.
+    back = request.POST.get("next", "")
+    if url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
+        return redirect(back)
+    return redirect("ticket-detail", ticket_id=ticket_id)
+
+
+def _revision(request: HttpRequest) -> int:
+    try:
+        return int(request.POST.get("revision", ""))
+    except ValueError:
+        return 0  # no ticket has revision 0: reported as a conflict, never applied
+
+
+def _work(request: HttpRequest, ticket_id: int, change, done: str) -> HttpResponse:
+    ticket = get_object_or_404(Ticket, pk=ticket_id)
+    try:
+        change(ticket)
+    except tickets.TicketConflict as conflict:
+        messages.error(request, str(conflict))
+    except tickets.TicketActionError as error:
+        messages.error(request, f"Not applied: {error}.")
+    else:
+        messages.success(request, done)
+    return _after_change(request, ticket_id)
+
+
+@require_POST
+@permission_required(WORK_TICKET, raise_exception=True)
+def ticket_claim(request: HttpRequest, ticket_id: int) -> HttpResponse:
+    return _work(
+        request,
+        ticket_id,
+        lambda t: tickets.claim(t, revision=_revision(request), actor=request.user),
+        "You hold this ticket now.",
+    )
+
+
+@require_POST
+@permission_required(WORK_TICKET, raise_exception=True)
+def ticket_assign(request: HttpRequest, ticket_id: int) -> HttpResponse:
+    def change(ticket: Ticket) -> None:
+        assignee = _assignee(request.POST.get("assignee"))
+        tickets.assign(ticket, revision=_revision(request), actor=request.user, assignee=assignee)
+
+    return _work(request, ticket_id, change, "Assignment changed.")
+
+
+@require_POST
+@permission_required(WORK_TICKET, raise_exception=True)
+def ticket_close(request: HttpRequest, ticket_id: int) -> HttpResponse:
+    def change(ticket: Ticket) -> None:
+        tickets.close(
+            ticket,
+            revision=_revision(request),
+            actor=request.user,
+            resolution=request.POST.get("resolution", ""),
+            cause=request.POST.get("cause", ""),
+            cause_text=request.POST.get("cause_text", ""),
+        )
+
+    return _work(request, ticket_id, change, "Ticket closed.")
+
+
+@require_POST
+@permission_required(WORK_TICKET, raise_exception=True)
+def ticket_reopen(request: HttpRequest, ticket_id: int) -> HttpResponse:
+    return _work(
+        request,
+        ticket_id,
+        lambda t: tickets.reopen(t, revision=_revision(request), actor=request.user),
+        "Ticket reopened.",
+    )
+
+
+@require_POST
+@permission_required(WORK_TICKET, raise_exception=True)
+def ticket_comment(request: HttpRequest, ticket_id: int) -> HttpResponse:
+    return _work(
+        request,
+        ticket_id,
+        lambda t: tickets.add_comment(t, actor=request.user, text=request.POST.get("text", "")),
+        "Comment added.",
+    )

@@ -1,0 +1,130 @@
+"""Tickets in bulk for query-count tests and benchmarks/pages.py, and real traces through the
+ingest pipeline for everything that reads evidence."""
+
+from __future__ import annotations
+
+import json
+import random
+from datetime import timedelta
+from pathlib import Path
+
+from django.db.models.functions import Mod
+from django.utils import timezone
+
+from reviewapp.ingestion import ingest_file
+from reviewapp.judging import ticket_key
+from reviewapp.models import IngestBatch, Run, Ticket
+
+REASONS = ("no-approved-precedence", "partial-result", "identity-mismatch", "review-required")
+FINDING_KINDS = ("missing-prerequisite", "orphan-observation", "tool-outside-allowlist")
+FIELDS = ("status", "amount", "sellableQty")
+ACTIONS = ("issue_refund", "send_status_message", "request_review", "ship_goods", "")
+SOURCES = ("refund-service", "order-ledger", "search-index", "warehouse", "erp")
+AGENTS = ("refund-agent", "stock-agent", "support-agent")
+BLOCK = 5000
+DAYS = 30
+
+
+def seed_tickets(n: int, *, assignees=(), seed: int = 7, tickets_per_run: int = 4) -> IngestBatch:
+    """`n` tickets spread over every reason, field, action, source, agent and ~200 families,
+    a fifth of them closed; inserted in blocks with bulk_create."""
+    rng = random.Random(seed)
+    batch = IngestBatch.objects.create(
+        channel=IngestBatch.Channel.CLI, file_name="seeded.jsonl", content_sha256="0" * 64
+    )
+    now = timezone.now()
+    runs_needed = -(-n // tickets_per_run)
+    prefix = f"seeded-{batch.pk}"
+    for start in range(0, runs_needed, BLOCK):
+        Run.objects.bulk_create(
+            Run(run_id=f"{prefix}-{i}", agent=AGENTS[i % len(AGENTS)], started_at=now)
+            for i in range(start, min(start + BLOCK, runs_needed))
+        )
+    runs = list(Run.objects.filter(run_id__startswith=f"{prefix}-").order_by("id"))
+    owners = [None, None, *assignees]
+    made = 0
+    while made < n:
+        block = []
+        for i in range(made, min(made + BLOCK, n)):
+            run = runs[i // tickets_per_run]
+            conflict = rng.random() < 0.85
+            field = rng.choice(FIELDS)
+            action = rng.choice(ACTIONS)
+            sources = ",".join(sorted(rng.sample(SOURCES, 2)))
+            reason = rng.choice(REASONS) if conflict else rng.choice(FINDING_KINDS)
+            family = rng.randrange(200)
+            closed = rng.random() < 0.2
+            block.append(
+                Ticket(
+                    run=run,
+                    key=ticket_key("seeded", i),
+                    kind=Ticket.Kind.CONFLICT if conflict else Ticket.Kind.FINDING,
+                    field=field if conflict else "",
+                    finding_kind="" if conflict else reason,
+                    reason=reason,
+                    action=action,
+                    unsafe=conflict and action not in ("", "request_review"),
+                    sources=sources if conflict else "",
+                    agent=run.agent,
+                    fingerprint=f"{family:016x}",
+                    fingerprint_label=f"family {family} · {field} · {action or 'no action'}",
+                    policy_number=0,
+                    batch=batch,
+                    state=Ticket.State.CLOSED if closed else Ticket.State.OPEN,
+                    resolution=Ticket.Resolution.UNEXPLAINED if closed else "",
+                    assignee=rng.choice(owners),
+                )
+            )
+        Ticket.objects.bulk_create(block)
+        made += len(block)
+    # Spread creation times over a month, as a real queue's are (auto_now_add set them all
+    # to now).
+    seeded = Ticket.objects.filter(batch=batch).annotate(day=Mod("id", DAYS))
+    for day in range(1, DAYS):
+        seeded.filter(day=day).update(created_at=now - timedelta(days=day))
+    return batch
+
+
+def line(**record) -> str:
+    return json.dumps(record, separators=(",", ":"))
+
+
+def conflict_run(run_id: str, *, observations: int = 2, agent: str = "refund-agent") -> list[str]:
+    """A run whose observations of `status` disagree, each from its own call, followed by an
+    action that acts on the conflict: one unsafe no-approved-precedence ticket."""
+    lines = [line(runId=run_id, type="run_started", agent=agent, subject={"orderId": "order-204"})]
+    for i in range(observations):
+        call = f"{run_id}-call-{i}"
+        lines.append(
+            line(
+                runId=run_id,
+                type="tool_call",
+                toolCallId=call,
+                tool="get_order",
+                arguments={"orderId": "order-204", "page": i},
+                startedAt=f"2026-08-04T10:00:{i % 60:02d}.000Z",
+                completedAt=f"2026-08-04T10:01:{(observations - i) % 60:02d}.000Z",
+                ok=True,
+            )
+        )
+        lines.append(
+            line(
+                runId=run_id,
+                type="tool_observation",
+                observationId=f"{run_id}-obs-{i}",
+                toolCallId=call,
+                source=f"source-{i}",
+                revisionDomain="payments",
+                sourceRevision=40 + i % 3,
+                status=["refunded", "chargeback", "paid"][i % 3],
+                errors=[],
+            )
+        )
+    lines.append(line(runId=run_id, type="agent_action", name="issue_store_credit"))
+    return lines
+
+
+def ingest_lines(directory: Path, lines: list[str], name: str = "trace.jsonl"):
+    path = directory / name
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return ingest_file(path, channel=IngestBatch.Channel.CLI)
