@@ -24,7 +24,9 @@ def token(reviewer):
 def post(client, body: bytes, token: str | None, **headers):
     if token:
         headers["Authorization"] = f"Bearer {token}"
-    return client.post(reverse("api-traces"), data=body, content_type="application/x-ndjson", headers=headers)
+    return client.post(
+        reverse("api-traces"), data=body, content_type="application/x-ndjson", headers=headers
+    )
 
 
 def test_tokens_are_stored_only_as_a_hash(reviewer):
@@ -33,7 +35,9 @@ def test_tokens_are_stored_only_as_a_hash(reviewer):
     assert ApiToken.objects.filter(token_hash__contains=raw).count() == 0
 
 
-def test_a_post_is_accepted_queued_and_then_ingested(client, token, django_capture_on_commit_callbacks):
+def test_a_post_is_accepted_queued_and_then_ingested(
+    client, token, django_capture_on_commit_callbacks
+):
     with django_capture_on_commit_callbacks() as callbacks:
         response = post(client, BODY, token, **{"X-File-Name": "order-status.jsonl"})
     assert response.status_code == 202
@@ -42,7 +46,12 @@ def test_a_post_is_accepted_queued_and_then_ingested(client, token, django_captu
     assert len(callbacks) == 1  # the worker task is sent only once the batch is committed
     ingest_stored_batch(IngestBatch.objects.get().pk)
     status = client.get(payload["url"], headers={"Authorization": f"Bearer {token}"}).json()
-    assert (status["state"], status["lines"], status["accepted"], status["tickets"]) == ("done", 25, 25, 4)
+    assert (status["state"], status["lines"], status["accepted"], status["tickets"]) == (
+        "done",
+        25,
+        25,
+        4,
+    )
 
 
 def test_a_gzip_body_is_read_as_the_same_lines(client, token):
@@ -91,7 +100,9 @@ def test_an_oversized_or_empty_body_is_refused_clearly(client, token, settings):
 def test_a_batch_is_visible_only_to_its_owner(client, token, approver):
     batch_id = post(client, BODY, token).json()["id"]
     _, other = create_token(user=approver, name="theirs")
-    response = client.get(reverse("api-batch", args=[batch_id]), headers={"Authorization": f"Bearer {other}"})
+    response = client.get(
+        reverse("api-batch", args=[batch_id]), headers={"Authorization": f"Bearer {other}"}
+    )
     assert response.status_code == 404
 
 
@@ -109,5 +120,16 @@ def test_rejected_lines_posted_are_stored_with_their_reason(client, token):
     summary = ingest_stored_batch(IngestBatch.objects.get().pk)
     assert summary.rejected == 2
     reasons = sorted(TraceLine.objects.values_list("reason", flat=True))
-    assert reasons == ['agent_action: missing required key "name"', "not valid JSON: Expecting value at column 1"]
-    assert json.loads(client.get(reverse("api-batch", args=[IngestBatch.objects.get().public_id]), headers={"Authorization": f"Bearer {token}"}).content)["rejected"] == 2
+    assert reasons == [
+        'agent_action: missing required key "name"',
+        "not valid JSON: Expecting value at column 1",
+    ]
+    assert (
+        json.loads(
+            client.get(
+                reverse("api-batch", args=[IngestBatch.objects.get().public_id]),
+                headers={"Authorization": f"Bearer {token}"},
+            ).content
+        )["rejected"]
+        == 2
+    )

@@ -14,7 +14,9 @@ def browser():
         yield browser
 
 
-def test_a_decision_goes_from_proposal_to_published_version(browser, live_server, reviewer, approver):
+def test_a_decision_goes_from_proposal_to_published_version(
+    browser, live_server, reviewer, approver
+):
     base = live_server.url
     page = browser.new_page()
     log_in(page, base, "rita")
@@ -42,6 +44,8 @@ def test_a_decision_goes_from_proposal_to_published_version(browser, live_server
     page.fill("#id_reason", "Refund ownership decided.")
     page.click("#publish")
     page.wait_for_selector("h1 >> text=Policy v1")
-    assert page.is_visible("text=refund-service owns `status` whatever the agent does next, unless a value is chargeback.")
+    assert page.is_visible(
+        "text=refund-service owns `status` whatever the agent does next, unless a value is chargeback."
+    )
     assert PolicyVersion.objects.get().number == 1
     page.close()

@@ -7,7 +7,9 @@ from django.urls import reverse
 from reviewapp.models import ApiToken, IngestBatch
 
 pytestmark = pytest.mark.django_db
-GOOD = b'{"runId":"r1","type":"tool_observation","observationId":"o1","source":"a","status":"paid"}\n'
+GOOD = (
+    b'{"runId":"r1","type":"tool_observation","observationId":"o1","source":"a","status":"paid"}\n'
+)
 
 
 def upload(client, *files):
@@ -31,7 +33,9 @@ def test_small_files_are_ingested_at_once_several_at_a_time(client, reviewer):
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in detail and "<script>alert(1)" not in detail
 
 
-def test_large_files_go_to_a_worker_with_a_progress_bar(client, reviewer, settings, django_capture_on_commit_callbacks):
+def test_large_files_go_to_a_worker_with_a_progress_bar(
+    client, reviewer, settings, django_capture_on_commit_callbacks
+):
     settings.INGEST_INLINE_MAX_BYTES = 10
     client.force_login(reviewer)
     with django_capture_on_commit_callbacks() as callbacks:
@@ -39,7 +43,9 @@ def test_large_files_go_to_a_worker_with_a_progress_bar(client, reviewer, settin
     assert len(callbacks) == 1
     batch = IngestBatch.objects.get()
     assert batch.state == "queued"
-    progress = client.get(reverse("batch-progress", args=[batch.public_id]), headers={"HX-Request": "true"})
+    progress = client.get(
+        reverse("batch-progress", args=[batch.public_id]), headers={"HX-Request": "true"}
+    )
     assert b'hx-trigger="every 1s"' in progress.content and b"<html" not in progress.content
 
 
@@ -47,7 +53,9 @@ def test_a_finished_batch_stops_polling(client, reviewer):
     client.force_login(reviewer)
     upload(client, SimpleUploadedFile("a.jsonl", GOOD))
     batch = IngestBatch.objects.get()
-    progress = client.get(reverse("batch-progress", args=[batch.public_id]), headers={"HX-Request": "true"})
+    progress = client.get(
+        reverse("batch-progress", args=[batch.public_id]), headers={"HX-Request": "true"}
+    )
     assert b"hx-trigger" not in progress.content and b"100%" in progress.content
 
 
@@ -73,6 +81,8 @@ def test_a_token_is_shown_once_and_can_be_revoked(client, reviewer):
 def test_an_oversized_upload_is_refused_and_the_others_kept(client, reviewer, settings):
     settings.INGEST_MAX_BYTES = 200
     client.force_login(reviewer)
-    response = upload(client, SimpleUploadedFile("big.jsonl", GOOD * 5), SimpleUploadedFile("ok.jsonl", GOOD))
+    response = upload(
+        client, SimpleUploadedFile("big.jsonl", GOOD * 5), SimpleUploadedFile("ok.jsonl", GOOD)
+    )
     assert "over the 200-byte limit" in response.content.decode()
     assert list(IngestBatch.objects.values_list("file_name", flat=True)) == ["ok.jsonl"]

@@ -37,7 +37,9 @@ def wait_for(predicate, timeout: float, message: str):
 def worker(django_db_blocker, tmp_path_factory):
     """A worker process using the test database (its name is only known once pytest-django
     has created it) and the test Redis, with one pool process, like a small deployment."""
-    assert os.environ.get("REDIS_URL"), "these tests need a real Redis: run them through scripts/test"
+    assert os.environ.get("REDIS_URL"), (
+        "these tests need a real Redis: run them through scripts/test"
+    )
     with django_db_blocker.unblock():
         database = connection.settings_dict["NAME"]
     base = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
@@ -50,14 +52,29 @@ def worker(django_db_blocker, tmp_path_factory):
     }
     log = log_path.open("w")
     process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "reviewapp.celery", "worker", "--concurrency=1", "--loglevel=INFO", "--without-gossip", "--without-mingle"],
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "reviewapp.celery",
+            "worker",
+            "--concurrency=1",
+            "--loglevel=INFO",
+            "--without-gossip",
+            "--without-mingle",
+        ],
         cwd=ROOT,
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    wait_for(lambda: "ready" in log_path.read_text() or process.poll() is not None, 60, "the worker to start")
+    wait_for(
+        lambda: "ready" in log_path.read_text() or process.poll() is not None,
+        60,
+        "the worker to start",
+    )
     assert process.poll() is None, log_path.read_text()
     yield process, log_path
     os.killpg(process.pid, signal.SIGTERM)
@@ -78,22 +95,57 @@ def trace_body(runs: int) -> bytes:
     lines = []
     for number in range(runs):
         run = f"run-{number}"
-        lines.append({"runId": run, "type": "run_started", "agent": "bulk-agent", "subject": {"orderId": run}})
-        for index, (source, status) in enumerate((("ledger", "paid"), ("refunds", "refunded" if number % 3 else "paid"))):
-            lines.append({"runId": run, "type": "tool_call", "toolCallId": f"{run}-c{index}", "tool": "lookup", "arguments": {"orderId": run}})
-            lines.append({"runId": run, "type": "tool_observation", "observationId": f"{run}-o{index}", "toolCallId": f"{run}-c{index}", "source": source, "status": status})
+        lines.append(
+            {
+                "runId": run,
+                "type": "run_started",
+                "agent": "bulk-agent",
+                "subject": {"orderId": run},
+            }
+        )
+        for index, (source, status) in enumerate(
+            (("ledger", "paid"), ("refunds", "refunded" if number % 3 else "paid"))
+        ):
+            lines.append(
+                {
+                    "runId": run,
+                    "type": "tool_call",
+                    "toolCallId": f"{run}-c{index}",
+                    "tool": "lookup",
+                    "arguments": {"orderId": run},
+                }
+            )
+            lines.append(
+                {
+                    "runId": run,
+                    "type": "tool_observation",
+                    "observationId": f"{run}-o{index}",
+                    "toolCallId": f"{run}-c{index}",
+                    "source": source,
+                    "status": status,
+                }
+            )
         lines.append({"runId": run, "type": "agent_action", "name": "send_status_message"})
     return b"".join(json.dumps(line).encode() + b"\n" for line in lines)
 
 
 def post_api(client, body: bytes, token: str):
-    return client.post(reverse("api-traces"), data=body, content_type="application/x-ndjson", headers={"Authorization": f"Bearer {token}"})
+    return client.post(
+        reverse("api-traces"),
+        data=body,
+        content_type="application/x-ndjson",
+        headers={"Authorization": f"Bearer {token}"},
+    )
 
 
 def test_the_worker_ingests_a_posted_batch(worker, client, reviewer):
     _, token = create_token(user=reviewer, name="ci")
     batch_id = post_api(client, trace_body(30), token).json()["id"]
-    batch = wait_for(lambda: IngestBatch.objects.filter(public_id=batch_id, state="done").first(), 60, "the batch to finish")
+    batch = wait_for(
+        lambda: IngestBatch.objects.filter(public_id=batch_id, state="done").first(),
+        60,
+        "the batch to finish",
+    )
     assert (batch.lines, batch.accepted, batch.runs, batch.tickets) == (180, 180, 30, 20)
 
 
@@ -102,13 +154,26 @@ def test_a_worker_killed_mid_ingest_loses_and_doubles_nothing(worker, client, re
     _, token = create_token(user=reviewer, name="ci")
     runs = 4000
     batch_id = post_api(client, trace_body(runs), token).json()["id"]
-    wait_for(lambda: IngestBatch.objects.filter(public_id=batch_id, bytes_done__gt=0).exists(), 60, "some chunks to be committed")
+    wait_for(
+        lambda: IngestBatch.objects.filter(public_id=batch_id, bytes_done__gt=0).exists(),
+        60,
+        "some chunks to be committed",
+    )
     [child] = pool_children(process.pid)
     os.kill(child, signal.SIGKILL)
     assert TraceLine.objects.count() < runs * 6, "the kill came too late to prove anything"
-    batch = wait_for(lambda: IngestBatch.objects.filter(public_id=batch_id, state="done").first(), 120, "the retried batch to finish")
+    batch = wait_for(
+        lambda: IngestBatch.objects.filter(public_id=batch_id, state="done").first(),
+        120,
+        "the retried batch to finish",
+    )
     assert "WorkerLostError" in log_path.read_text() or "SIGKILL" in log_path.read_text()
-    assert (batch.lines, batch.accepted, batch.duplicates, batch.rejected) == (runs * 6, runs * 6, 0, 0)
+    assert (batch.lines, batch.accepted, batch.duplicates, batch.rejected) == (
+        runs * 6,
+        runs * 6,
+        0,
+        0,
+    )
     assert TraceLine.objects.count() == runs * 6
     assert Run.objects.count() == runs
     expected_tickets = sum(1 for number in range(runs) if number % 3)
@@ -130,6 +195,10 @@ def test_the_same_content_through_every_way_in_is_stored_once(worker, client, re
 
     _, token = create_token(user=reviewer, name="ci")
     batch_id = post_api(client, body, token).json()["id"]
-    posted = wait_for(lambda: IngestBatch.objects.filter(public_id=batch_id, state="done").first(), 60, "the posted batch")
+    posted = wait_for(
+        lambda: IngestBatch.objects.filter(public_id=batch_id, state="done").first(),
+        60,
+        "the posted batch",
+    )
     assert (posted.accepted, posted.duplicates, posted.runs, posted.tickets) == (0, 60, 0, 0)
     assert (TraceLine.objects.count(), Run.objects.count(), Ticket.objects.count()) == counts
