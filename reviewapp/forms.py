@@ -50,7 +50,10 @@ class ProposalForm(forms.Form):
         max_length=200, help_text='The decision field, or "*" for every field (rules only).'
     )
     source = forms.CharField(
-        max_length=200, required=False, help_text="The source that owns the field."
+        max_length=200,
+        required=False,
+        help_text="The source that owns the field.",
+        widget=forms.TextInput(attrs={"list": "source-options"}),
     )
     actions = forms.CharField(
         required=False, help_text="Comma-separated actions this applies to; empty means any action."

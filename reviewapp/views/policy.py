@@ -161,7 +161,12 @@ def propose_view(request: HttpRequest) -> HttpResponse:
     else:
         initial, tickets = _initial_from_ticket(request)
         form = ProposalForm(initial=initial)
-    return render(request, "policy/propose.html", {"form": form, "motivating": tickets})
+    sources = sorted(
+        {source for ticket in tickets for source in ticket.sources.split(",") if source}
+    )
+    return render(
+        request, "policy/propose.html", {"form": form, "motivating": tickets, "sources": sources}
+    )
 
 
 def _ticket_ids(text: str) -> list[int]:
