@@ -128,3 +128,143 @@ def ingest_lines(directory: Path, lines: list[str], name: str = "trace.jsonl"):
     path = directory / name
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return ingest_file(path, channel=IngestBatch.Channel.CLI)
+
+
+def review_desk_trace() -> list[str]:
+    """Three runs a reviewer meets every day: revisions from two domains with an error on
+    another field (unsafe: the agent acted), an echoed entity that is not the one asked
+    for, and a partial result the agent handed to review. Markup in a value must stay text."""
+    lines = [
+        line(
+            runId="run-stale",
+            type="run_started",
+            agent="refund-agent",
+            subject={"orderId": "order-204"},
+        ),
+        line(
+            runId="run-stale",
+            type="tool_call",
+            toolCallId="call-refund",
+            tool="get_refund",
+            arguments={"orderId": "order-204"},
+            startedAt="2026-08-04T10:00:00Z",
+            completedAt="2026-08-04T10:00:02Z",
+            ok=True,
+        ),
+        line(
+            runId="run-stale",
+            type="tool_call",
+            toolCallId="call-search",
+            tool="search_orders",
+            arguments={"orderId": "order-204", "q": "status"},
+            startedAt="2026-08-04T10:00:00Z",
+            completedAt="2026-08-04T10:00:01Z",
+            ok=True,
+        ),
+        line(
+            runId="run-stale",
+            type="tool_observation",
+            observationId="obs-refund",
+            toolCallId="call-refund",
+            source="refund-service",
+            revisionDomain="payments",
+            sourceRevision=42,
+            status="Refunded",
+            errors=[],
+            completedAt="2026-08-04T10:00:02Z",
+        ),
+        line(
+            runId="run-stale",
+            type="tool_observation",
+            observationId="obs-search",
+            toolCallId="call-search",
+            source="search-index",
+            revisionDomain="search",
+            sourceRevision=105,
+            status="paid",
+            note="<script>alert(1)</script>",
+            errors=[{"code": "STALE_READ", "message": "index 3 minutes behind", "field": "eta"}],
+            completedAt="2026-08-04T10:00:01Z",
+        ),
+        line(
+            runId="run-stale",
+            type="observation_resolution",
+            kind="resolved",
+            status="refunded",
+            confidence=0.9,
+            reasoning="The refund service is newer.",
+        ),
+        line(
+            runId="run-stale",
+            type="agent_action",
+            name="issue_store_credit",
+            arguments={"amount": 150},
+        ),
+        line(
+            runId="run-mismatch",
+            type="tool_call",
+            toolCallId="call-a",
+            tool="get_order",
+            arguments={"orderId": "order-204"},
+        ),
+        line(
+            runId="run-mismatch",
+            type="tool_call",
+            toolCallId="call-b",
+            tool="get_ledger",
+            arguments={"orderId": "order-204"},
+        ),
+        line(
+            runId="run-mismatch",
+            type="tool_observation",
+            observationId="obs-a",
+            toolCallId="call-a",
+            source="order-service",
+            entity="order-204",
+            status="shipped",
+        ),
+        line(
+            runId="run-mismatch",
+            type="tool_observation",
+            observationId="obs-b",
+            toolCallId="call-b",
+            source="order-ledger",
+            entity="order-205",
+            status="shipped",
+        ),
+        line(runId="run-mismatch", type="agent_action", name="send_status_message"),
+        line(
+            runId="run-partial",
+            type="tool_call",
+            toolCallId="call-p1",
+            tool="get_refund",
+            arguments={"orderId": "order-9"},
+        ),
+        line(
+            runId="run-partial",
+            type="tool_call",
+            toolCallId="call-p2",
+            tool="get_ledger",
+            arguments={"orderId": "order-9"},
+        ),
+        line(
+            runId="run-partial",
+            type="tool_observation",
+            observationId="obs-p1",
+            toolCallId="call-p1",
+            source="refund-service",
+            status="refunded",
+        ),
+        line(
+            runId="run-partial",
+            type="tool_observation",
+            observationId="obs-p2",
+            toolCallId="call-p2",
+            source="order-ledger",
+            status="refunded",
+            errors=["PAYMENT_EVENTS_UNAVAILABLE"],
+            fallback=True,
+        ),
+        line(runId="run-partial", type="agent_action", name="request_review"),
+    ]
+    return lines

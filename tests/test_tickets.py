@@ -1,0 +1,474 @@
+"""Ticket work as plain functions: the queue's filters and counts, and every change, audited,
+with exactly one winner when two reviewers act on the same ticket at once."""
+
+import threading
+from collections import Counter
+from datetime import timedelta
+
+import pytest
+from django.core.cache import cache
+from django.db import DatabaseError, connection, transaction
+from django.utils import timezone
+
+from reviewapp import tickets
+from reviewapp.models import AuditEvent, Ticket, TicketComment
+from tests.seeding import ingest_lines, review_desk_trace, seed_tickets
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture
+def desk(tmp_path):
+    ingest_lines(tmp_path, review_desk_trace())
+    return {t.run.run_id: t for t in Ticket.objects.filter(kind="conflict").select_related("run")}
+
+
+def ids(queryset) -> set[int]:
+    return set(queryset.values_list("pk", flat=True))
+
+
+# --- the queue ---------------------------------------------------------------------
+
+
+def test_the_desk_trace_opens_the_tickets_reviewers_expect(desk):
+    assert {run: (t.reason, t.unsafe, t.sources) for run, t in desk.items()} == {
+        "run-stale": ("no-approved-precedence", True, "refund-service,search-index"),
+        "run-mismatch": ("identity-mismatch", True, "order-ledger,order-service"),
+        "run-partial": ("partial-result", False, "order-ledger,refund-service"),
+    }
+    # The agent resolved what the engine calls a conflict: a finding of its own.
+    finding = Ticket.objects.get(kind="finding")
+    assert (finding.run.run_id, finding.finding_kind) == ("run-stale", "agent-resolution-disagrees")
+
+
+@pytest.fixture
+def seeded(reviewer, second_reviewer):
+    seed_tickets(400, assignees=[reviewer, second_reviewer])
+    return list(Ticket.objects.select_related("assignee"))
+
+
+FILTER_CASES = [
+    ({}, lambda t: t.state == "open"),
+    ({"state": "closed"}, lambda t: t.state == "closed"),
+    ({"state": "any"}, lambda t: True),
+    ({"reason": "partial-result"}, lambda t: t.state == "open" and t.reason == "partial-result"),
+    (
+        {"finding_kind": "orphan-observation"},
+        lambda t: t.state == "open" and t.finding_kind == "orphan-observation",
+    ),
+    ({"field": "amount"}, lambda t: t.state == "open" and t.field == "amount"),
+    ({"action": "ship_goods"}, lambda t: t.state == "open" and t.action == "ship_goods"),
+    ({"source": "erp"}, lambda t: t.state == "open" and "erp" in t.sources.split(",")),
+    ({"unsafe": "yes"}, lambda t: t.state == "open" and t.unsafe),
+    ({"unsafe": "no"}, lambda t: t.state == "open" and not t.unsafe),
+    ({"assignee": "unassigned"}, lambda t: t.state == "open" and t.assignee_id is None),
+    (
+        {"assignee": "ravi"},
+        lambda t: t.state == "open" and t.assignee and t.assignee.username == "ravi",
+    ),
+    ({"agent": "stock-agent"}, lambda t: t.state == "open" and t.agent == "stock-agent"),
+    ({"family": f"{7:016x}"}, lambda t: t.state == "open" and t.fingerprint == f"{7:016x}"),
+    (
+        {"reason": "identity-mismatch", "source": "warehouse", "unsafe": "yes", "state": "any"},
+        lambda t: (
+            t.reason == "identity-mismatch" and "warehouse" in t.sources.split(",") and t.unsafe
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize(("params", "expected"), FILTER_CASES)
+def test_every_filter_selects_exactly_its_tickets(seeded, reviewer, params, expected):
+    filters = tickets.queue_filters(params)
+    chosen = ids(tickets.filtered_tickets(filters, reviewer))
+    assert chosen == {t.pk for t in seeded if expected(t)}
+    assert chosen  # the seeded data has some of each
+
+
+def test_assigned_to_me_is_the_signed_in_reviewers_queue(seeded, reviewer, second_reviewer):
+    mine = tickets.filtered_tickets(tickets.queue_filters({"assignee": "me"}), reviewer)
+    theirs = tickets.filtered_tickets(tickets.queue_filters({"assignee": "me"}), second_reviewer)
+    assert ids(mine) == {t.pk for t in seeded if t.state == "open" and t.assignee_id == reviewer.pk}
+    assert ids(mine) and not ids(mine) & ids(theirs)
+
+
+def test_a_source_matches_whole_names_only(reviewer, desk):
+    Ticket.objects.filter(pk=desk["run-partial"].pk).update(
+        sources="order-ledger-replica,refund-service"
+    )
+    found = tickets.filtered_tickets(tickets.queue_filters({"source": "order-ledger"}), reviewer)
+    assert ids(found) == {desk["run-mismatch"].pk}
+
+
+def test_a_date_range_includes_both_days(desk, reviewer):
+    today = timezone.localdate()
+    old = desk["run-stale"]
+    Ticket.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(days=3))
+
+    def between(start, end):
+        params = {"created_from": start.isoformat(), "created_to": end.isoformat()}
+        return ids(tickets.filtered_tickets(tickets.queue_filters(params), reviewer))
+
+    assert between(today, today) == ids(Ticket.objects.exclude(pk=old.pk))
+    assert between(today - timedelta(days=3), today - timedelta(days=3)) == {old.pk}
+    assert between(today - timedelta(days=9), today - timedelta(days=4)) == set()
+
+
+def test_values_the_queue_cannot_understand_are_ignored():
+    filters = tickets.queue_filters(
+        {
+            "created_from": "yesterday",
+            "sort": "random()",
+            "unsafe": "maybe",
+            "group": "x",
+            "reason": " partial-result ",
+        }
+    )
+    assert filters == tickets.QueueFilters(reason="partial-result")
+
+
+def test_filters_survive_the_round_trip_through_the_url():
+    filters = tickets.QueueFilters(
+        state="", reason="r", unsafe="yes", assignee="me", sort="oldest", group="family"
+    )
+    assert tickets.queue_filters(filters.as_params()) == filters
+    assert tickets.QueueFilters().as_params() == {}
+
+
+@pytest.mark.parametrize("sort", list(tickets.SORTS))
+def test_each_sort_orders_the_page(seeded, reviewer, sort):
+    page = tickets.queue_page(tickets.QueueFilters(sort=sort), reviewer, number=1, per_page=400)
+    key = {
+        "newest": lambda t: (-t.created_at.timestamp(), -t.pk),
+        "oldest": lambda t: (t.created_at.timestamp(), t.pk),
+        "unsafe": lambda t: (not t.unsafe, -t.created_at.timestamp(), -t.pk),
+        "reason": lambda t: (t.reason, -t.created_at.timestamp(), -t.pk),
+        "field": lambda t: (t.field, -t.created_at.timestamp(), -t.pk),
+    }[sort]
+    assert [t.pk for t in page] == [t.pk for t in sorted(page, key=key)]
+    assert len(page) == sum(t.state == "open" for t in seeded)
+
+
+def test_pages_do_not_overlap(seeded, reviewer):
+    first = tickets.queue_page(tickets.QueueFilters(), reviewer, number=1, per_page=50)
+    second = tickets.queue_page(tickets.QueueFilters(), reviewer, number=2, per_page=50)
+    assert len(first) == len(second) == 50
+    assert not {t.pk for t in first} & {t.pk for t in second}
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{}, {"reason": "partial-result", "unsafe": "yes"}, {"state": "any", "assignee": "me"}],
+)
+def test_counts_per_filter_value_match_the_filtered_tickets(seeded, reviewer, params):
+    filters = tickets.queue_filters(params)
+    chosen = [t for t in seeded if t.pk in ids(tickets.filtered_tickets(filters, reviewer))]
+    facets = tickets.facet_counts(filters, reviewer)
+    assert facets.total == len(chosen)
+    assert dict(facets.values("reason")) == Counter(t.reason for t in chosen)
+    assert dict(facets.values("field")) == Counter(t.field for t in chosen)
+    assert dict(facets.values("unsafe")) == Counter("yes" if t.unsafe else "no" for t in chosen)
+    assert dict(facets.values("assignee")) == Counter(
+        t.assignee.username if t.assignee else "unassigned" for t in chosen
+    )
+    assert dict(facets.values("source")) == Counter(
+        s for t in chosen for s in t.sources.split(",") if s
+    )
+    assert dict(facets.values("state")) == Counter(t.state for t in chosen)
+
+
+def test_counts_follow_every_change_at_once(desk, reviewer):
+    before = tickets.facet_counts(tickets.QueueFilters(), reviewer)
+    assert before.total == 4
+    tickets.close(desk["run-stale"], revision=1, actor=reviewer, resolution="unexplained")
+    after = tickets.facet_counts(tickets.QueueFilters(), reviewer)
+    assert after.total == 3
+    assert "no-approved-precedence" not in dict(after.values("reason"))
+
+
+def test_counts_include_tickets_opened_since(desk, reviewer, tmp_path):
+    assert tickets.facet_counts(tickets.QueueFilters(), reviewer).total == 4
+    more = [line.replace('"run-', '"again-run-') for line in review_desk_trace()]
+    ingest_lines(tmp_path, more, "more.jsonl")
+    assert tickets.facet_counts(tickets.QueueFilters(), reviewer).total == 8
+
+
+def test_families_are_counted_largest_first(seeded, reviewer):
+    found = tickets.families(tickets.QueueFilters(), reviewer, limit=500)
+    expected = Counter(t.fingerprint for t in seeded if t.state == "open")
+    assert {f.fingerprint: f.size for f in found} == expected
+    assert [f.size for f in found] == sorted((f.size for f in found), reverse=True)
+    unsafe = Counter(t.fingerprint for t in seeded if t.state == "open" and t.unsafe)
+    assert all(f.unsafe == unsafe[f.fingerprint] for f in found)
+
+
+# --- changes ----------------------------------------------------------------------
+
+
+def test_claiming_holds_the_ticket_and_is_audited(desk, reviewer):
+    ticket = tickets.claim(desk["run-stale"], revision=1, actor=reviewer)
+    assert (ticket.assignee, ticket.revision) == (reviewer, 2)
+    event = AuditEvent.objects.get(ticket=ticket)
+    assert (event.actor, event.verb) == (reviewer, "claimed")
+    assert event.data == {
+        "revision": 2,
+        "before": {
+            "state": "open",
+            "assignee": None,
+            "resolution": "",
+            "cause": "",
+            "cause_text": "",
+        },
+        "after": {
+            "state": "open",
+            "assignee": "rita",
+            "resolution": "",
+            "cause": "",
+            "cause_text": "",
+        },
+    }
+
+
+def test_a_stale_change_loses_and_says_who_did_what(desk, reviewer, second_reviewer):
+    ticket = desk["run-stale"]
+    tickets.claim(ticket, revision=1, actor=second_reviewer)
+    with pytest.raises(tickets.TicketConflict) as lost:
+        tickets.close(ticket, revision=1, actor=reviewer, resolution="unexplained")
+    assert "ravi claimed it" in str(lost.value) and "revision 2" in str(lost.value)
+    assert lost.value.conflict.last_event.actor == second_reviewer
+    ticket.refresh_from_db()
+    assert (ticket.state, ticket.assignee, ticket.revision) == ("open", second_reviewer, 2)
+    assert AuditEvent.objects.filter(ticket=ticket).count() == 1
+
+
+def test_claiming_a_ticket_someone_holds_is_refused(desk, reviewer, second_reviewer):
+    tickets.claim(desk["run-stale"], revision=1, actor=second_reviewer)
+    with pytest.raises(tickets.TicketActionError, match="ravi holds this ticket"):
+        tickets.claim(desk["run-stale"], revision=2, actor=reviewer)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_reviewers_at_once_exactly_one_wins(tmp_path, reviewer, second_reviewer):
+    ingest_lines(tmp_path, review_desk_trace())
+    ticket = Ticket.objects.get(run__run_id="run-stale", kind="conflict")
+    barrier = threading.Barrier(2)
+    results = {}
+
+    def act(user, change):
+        try:
+            barrier.wait()
+            results[user.username] = change(user)
+        except tickets.TicketConflict as conflict:
+            results[user.username] = conflict
+        finally:
+            connection.close()
+
+    workers = [
+        threading.Thread(
+            target=act, args=(reviewer, lambda u: tickets.claim(ticket, revision=1, actor=u))
+        ),
+        threading.Thread(
+            target=act,
+            args=(
+                second_reviewer,
+                lambda u: tickets.close(ticket, revision=1, actor=u, resolution="unexplained"),
+            ),
+        ),
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(10)
+    lost = [r for r in results.values() if isinstance(r, tickets.TicketConflict)]
+    won = [r for r in results.values() if isinstance(r, Ticket)]
+    assert len(won) == 1 and len(lost) == 1
+    ticket.refresh_from_db()
+    assert ticket.revision == 2
+    winner = AuditEvent.objects.get(ticket=ticket)
+    assert lost[0].conflict.last_event == winner
+    assert winner.actor.username in str(lost[0])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_change_that_wins_between_read_and_write_makes_the_guarded_update_fail(
+    tmp_path, reviewer, second_reviewer, monkeypatch
+):
+    """The race the revision guard exists for: both read revision 1, the other writes first."""
+    ingest_lines(tmp_path, review_desk_trace())
+    ticket = Ticket.objects.get(run__run_id="run-stale", kind="conflict")
+    check_open = tickets._require_open
+
+    def claim():
+        monkeypatch.undo()  # the other reviewer's claim runs unhindered
+        tickets.claim(ticket, revision=1, actor=second_reviewer)
+        connection.close()
+
+    def someone_else_claims_first(current):
+        other = threading.Thread(target=claim)
+        other.start()
+        other.join(10)
+        return check_open(current)
+
+    monkeypatch.setattr(tickets, "_require_open", someone_else_claims_first)
+    with pytest.raises(tickets.TicketConflict, match="ravi claimed it"):
+        tickets.close(ticket, revision=1, actor=reviewer, resolution="unexplained")
+    ticket.refresh_from_db()
+    assert (ticket.state, ticket.assignee, ticket.revision) == ("open", second_reviewer, 2)
+    assert list(AuditEvent.objects.values_list("verb", flat=True)) == ["claimed"]
+
+
+def test_explained_needs_a_cause_and_other_needs_words(desk, reviewer):
+    ticket = desk["run-stale"]
+    with pytest.raises(tickets.TicketActionError, match="needs a cause"):
+        tickets.close(ticket, revision=1, actor=reviewer, resolution="explained")
+    with pytest.raises(tickets.TicketActionError, match="needs a few words"):
+        tickets.close(
+            ticket,
+            revision=1,
+            actor=reviewer,
+            resolution="explained",
+            cause="other",
+            cause_text="  ",
+        )
+    with pytest.raises(tickets.TicketActionError, match="needs a cause"):
+        tickets.close(ticket, revision=1, actor=reviewer, resolution="explained", cause="policy")
+    with pytest.raises(tickets.TicketActionError, match="explained or unexplained"):
+        tickets.close(ticket, revision=1, actor=reviewer, resolution="fixed")
+    assert not AuditEvent.objects.exists()
+    closed = tickets.close(
+        ticket,
+        revision=1,
+        actor=reviewer,
+        resolution="explained",
+        cause="other",
+        cause_text="clock skew",
+    )
+    assert (closed.state, closed.resolution, closed.cause, closed.cause_text) == (
+        "closed",
+        "explained",
+        "other",
+        "clock skew",
+    )
+    assert (closed.closed_by, closed.closed_at is not None) == (reviewer, True)
+
+
+def test_unexplained_keeps_no_cause_and_a_closed_ticket_cannot_close_again(desk, reviewer):
+    closed = tickets.close(
+        desk["run-stale"], revision=1, actor=reviewer, resolution="unexplained", cause="replica-lag"
+    )
+    assert (closed.resolution, closed.cause) == ("unexplained", "")
+    with pytest.raises(tickets.TicketActionError, match="closed"):
+        tickets.close(closed, revision=2, actor=reviewer, resolution="unexplained")
+
+
+def test_reopening_clears_the_closure_and_the_trail_keeps_it(desk, reviewer):
+    closed = tickets.close(
+        desk["run-stale"], revision=1, actor=reviewer, resolution="explained", cause="replica-lag"
+    )
+    reopened = tickets.reopen(closed, revision=2, actor=reviewer)
+    assert (
+        reopened.state,
+        reopened.resolution,
+        reopened.cause,
+        reopened.closed_by,
+        reopened.closed_at,
+    ) == ("open", "", "", None, None)
+    trail = list(AuditEvent.objects.filter(ticket=reopened).order_by("id"))
+    assert [e.verb for e in trail] == ["closed", "reopened"]
+    assert (
+        trail[1].data["before"]["cause"] == "replica-lag" and trail[1].data["after"]["cause"] == ""
+    )
+    assert tickets.describe(trail[0]) == "closed it as explained (replica lag)"
+    with pytest.raises(tickets.TicketActionError, match="already open"):
+        tickets.reopen(reopened, revision=3, actor=reviewer)
+
+
+def test_assigning_to_someone_who_may_not_work_tickets_is_refused(
+    desk, reviewer, viewer, second_reviewer
+):
+    with pytest.raises(tickets.TicketActionError, match="vera may not work tickets"):
+        tickets.assign(desk["run-stale"], revision=1, actor=reviewer, assignee=viewer)
+    assigned = tickets.assign(
+        desk["run-stale"], revision=1, actor=reviewer, assignee=second_reviewer
+    )
+    assert assigned.assignee == second_reviewer
+    unassigned = tickets.assign(assigned, revision=2, actor=reviewer, assignee=None)
+    assert unassigned.assignee is None
+    assert [tickets.describe(e) for e in AuditEvent.objects.order_by("id")] == [
+        "assigned it to ravi",
+        "unassigned it",
+    ]
+
+
+def test_bulk_changes_skip_and_report_what_moved_meanwhile(desk, reviewer, second_reviewer):
+    stale, mismatch, partial = desk["run-stale"], desk["run-mismatch"], desk["run-partial"]
+    tickets.claim(mismatch, revision=1, actor=second_reviewer)  # after the queue was rendered
+    tickets.close(partial, revision=1, actor=second_reviewer, resolution="unexplained")
+    outcome = tickets.assign_many(
+        {stale.pk: 1, mismatch.pk: 1, partial.pk: 2}, actor=reviewer, assignee=reviewer
+    )
+    assert outcome.changed == [stale.pk, partial.pk]
+    assert [c.ticket.pk for c in outcome.conflicts] == [mismatch.pk]
+    mismatch.refresh_from_db()
+    assert mismatch.assignee == second_reviewer
+    assert (
+        outcome.summary("assigned")
+        == "2 tickets assigned; 1 changed by someone else first, left alone."
+    )
+
+
+def test_bulk_close_of_a_whole_family_leaves_closed_tickets_alone(seeded, reviewer):
+    states: dict[str, set[str]] = {}
+    for t in seeded:
+        states.setdefault(t.fingerprint, set()).add(t.state)
+    family = next(f for f, found in sorted(states.items()) if found == {"open", "closed"})
+    members = [t for t in seeded if t.fingerprint == family]
+    open_ones = {t.pk for t in members if t.state == "open"}
+    assert open_ones and len(open_ones) < len(members)
+    expected = tickets.family_revisions(family)
+    assert set(expected) == open_ones
+    outcome = tickets.close_many(
+        expected, actor=reviewer, resolution="explained", cause="normalization"
+    )
+    assert set(outcome.changed) == open_ones
+    assert not Ticket.objects.filter(fingerprint=family, state="open").exists()
+    assert AuditEvent.objects.filter(verb="closed", ticket__fingerprint=family).count() == len(
+        open_ones
+    )
+
+
+def test_a_selection_is_read_as_rendered():
+    assert tickets.parse_selection(["4:2", "9:1", "x:1", "5", "7:"]) == {4: 2, 9: 1}
+
+
+def test_comments_are_kept_in_order_and_audited(desk, reviewer):
+    ticket = desk["run-stale"]
+    tickets.add_comment(ticket, actor=reviewer, text=" first ")
+    tickets.add_comment(ticket, actor=reviewer, text="second")
+    with pytest.raises(tickets.TicketActionError):
+        tickets.add_comment(ticket, actor=reviewer, text="   ")
+    assert [c.text for c in TicketComment.objects.filter(ticket=ticket)] == ["first", "second"]
+    assert AuditEvent.objects.filter(ticket=ticket, verb="commented").count() == 2
+    ticket.refresh_from_db()
+    assert ticket.revision == 1  # a comment changes nothing a concurrent change could overwrite
+
+
+@pytest.mark.parametrize(
+    "statement", ["UPDATE {table} SET text = 'rewritten'", "DELETE FROM {table}"]
+)
+def test_the_database_refuses_to_rewrite_or_delete_a_comment(desk, reviewer, statement):
+    tickets.add_comment(desk["run-stale"], actor=reviewer, text="what I saw")
+    with (
+        pytest.raises(DatabaseError, match="append-only"),
+        transaction.atomic(),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute(statement.format(table=TicketComment._meta.db_table))
+    assert TicketComment.objects.get().text == "what I saw"
