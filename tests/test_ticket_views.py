@@ -1,0 +1,323 @@
+"""The queue, the ticket page, work through forms (htmx and plain POST) and the handoff
+package, as the browser and a source team's script see them."""
+
+import json
+import re
+
+import pytest
+from django.core.cache import cache
+from django.urls import reverse
+
+from reviewapp import tickets
+from reviewapp.models import AuditEvent, Ticket, TraceLine
+from tests.seeding import ingest_lines, review_desk_trace
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture
+def desk(tmp_path):
+    ingest_lines(tmp_path, review_desk_trace())
+    return {t.run.run_id: t for t in Ticket.objects.filter(kind="conflict").select_related("run")}
+
+
+def shown_ticket_ids(body: str) -> set[int]:
+    return {int(pk) for pk in re.findall(r'data-ticket-url="/tickets/(\d+)/"', body)}
+
+
+def test_the_queue_lists_open_tickets_with_counts(client, reviewer, desk):
+    client.force_login(reviewer)
+    body = client.get(reverse("ticket-queue")).content.decode()
+    assert shown_ticket_ids(body) == set(Ticket.objects.values_list("pk", flat=True))
+    assert '<h2 id="queue-total">4 tickets' in body
+    # Counts per filter value, each a link that sets the filter.
+    assert re.search(
+        r'href="/tickets/\?reason=partial-result"[^>]*>partial-result</a>\s*<span class="count">1</span>',
+        body,
+    )
+
+
+def test_a_filter_in_the_url_narrows_the_list(client, reviewer, desk):
+    client.force_login(reviewer)
+    body = client.get(
+        reverse("ticket-queue"), {"unsafe": "yes", "source": "search-index"}
+    ).content.decode()
+    assert shown_ticket_ids(body) == {desk["run-stale"].pk}
+    assert 'value="search-index"' in body  # the form shows the filter it applied
+
+
+def test_htmx_swaps_only_the_results_or_the_whole_queue(client, reviewer, desk):
+    client.force_login(reviewer)
+    url = reverse("ticket-queue")
+    results = client.get(
+        url,
+        {"reason": "partial-result"},
+        headers={"HX-Request": "true", "HX-Target": "queue-results"},
+    )
+    body = results.content.decode()
+    assert body.lstrip().startswith('<div id="queue-results"') and "<html" not in body
+    assert shown_ticket_ids(body) == {desk["run-partial"].pk}
+    queue = client.get(
+        url, {"reason": "partial-result"}, headers={"HX-Request": "true", "HX-Target": "queue"}
+    )
+    body = queue.content.decode()
+    assert body.lstrip().startswith('<div id="queue"') and 'id="queue-filters"' in body
+
+
+def test_the_queue_pages_through_tickets(client, reviewer, desk, settings, monkeypatch):
+    monkeypatch.setattr("reviewapp.views.tickets.TICKETS_PER_PAGE", 3)
+    client.force_login(reviewer)
+    first = client.get(reverse("ticket-queue")).content.decode()
+    second = client.get(reverse("ticket-queue"), {"page": 2}).content.decode()
+    assert len(shown_ticket_ids(first)) == 3 and len(shown_ticket_ids(second)) == 1
+    assert "Page 1 of 2" in first and 'page=2" hx-get' in first
+    assert client.get(reverse("ticket-queue"), {"page": "99"}).status_code == 200
+
+
+def test_families_show_their_sizes(client, reviewer, desk, tmp_path):
+    ingest_lines(
+        tmp_path,
+        [line.replace('"run-', '"again-run-') for line in review_desk_trace()],
+        "again.jsonl",
+    )
+    client.force_login(reviewer)
+    body = client.get(reverse("ticket-queue"), {"group": "family"}).content.decode()
+    stale = desk["run-stale"]
+    row = re.search(
+        rf'<a href="([^"]*family={stale.fingerprint}[^"]*)">([^<]*)</a></td>\s*<td class="num">(\d+)</td>',
+        body,
+    )
+    assert row and int(row.group(3)) == 2
+    family_page = client.get(row.group(1).replace("&amp;", "&")).content.decode()
+    assert len(shown_ticket_ids(family_page)) == 2
+
+
+def test_the_ticket_page_puts_both_observations_side_by_side(client, viewer, desk):
+    client.force_login(viewer)
+    body = client.get(reverse("ticket-detail", args=[desk["run-stale"].pk])).content.decode()
+    columns = re.findall(r'<article class="observation" data-observation="([^"]+)">', body)
+    assert columns == ["obs-refund", "obs-search"]
+    assert re.findall(r'<dd class="source-revision">([^<]*)</dd>', body) == ["42", "105"]
+    assert re.findall(r'<dd class="revision-domain">([^<]*)</dd>', body) == ["payments", "search"]
+    assert "STALE_READ" in body and "index 3 minutes behind" in body
+    assert "ENTITY MISMATCH" not in body
+    # Raw "Refunded" beside the value the policy's enum normalizer compares.
+    assert (
+        '<pre class="json raw-value">&quot;Refunded&quot;</pre>' in body
+        and "&quot;refunded&quot;" in body
+    )
+    # Completion order by the callers' clocks: search finished first.
+    assert re.findall(r'<dd class="completion">([^<]*)</dd>', body) == ["2 of 2", "1 of 2"]
+    assert "UNSAFE" in body and "issue_store_credit" in body
+    assert "The refund service is newer." in body and "0.9" in body
+    # Trace content is escaped, never markup.
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body and "<script>alert(1)" not in body
+    # A viewer reads, and is offered nothing to do.
+    assert 'id="claim-form"' not in body and 'id="close-explained"' not in body
+
+
+def test_an_echoed_entity_that_was_not_asked_for_is_shown_loudly(client, reviewer, desk):
+    client.force_login(reviewer)
+    body = client.get(reverse("ticket-detail", args=[desk["run-mismatch"].pk])).content.decode()
+    assert body.count("ENTITY MISMATCH") == 1
+    assert "asked <code>order-204</code> · echoed <code>order-205</code>" in body
+
+
+def test_errors_and_fallbacks_are_marked(client, reviewer, desk):
+    client.force_login(reviewer)
+    body = client.get(reverse("ticket-detail", args=[desk["run-partial"].pk])).content.decode()
+    assert '<span class="error-code concerns">PAYMENT_EVENTS_UNAVAILABLE</span>' in body
+    assert '<span class="error-code concerns">FALLBACK</span>' in body
+
+
+def test_a_finding_ticket_shows_the_runs_calls_as_a_timeline(client, reviewer, tmp_path):
+    from pathlib import Path
+
+    from reviewapp.ingestion import ingest_file
+    from reviewapp.models import PolicyVersion
+
+    spec = Path(__file__).parent / "fixtures" / "spec"
+    PolicyVersion.objects.create(
+        number=1, document=json.loads((spec / "refund-trajectory.policy.json").read_text())
+    )
+    ingest_file(spec / "refund-trajectory.jsonl", channel="cli")
+    ticket = Ticket.objects.get(finding_kind="out-of-scope-entity")
+    client.force_login(reviewer)
+    body = client.get(reverse("ticket-detail", args=[ticket.pk])).content.decode()
+    timeline = body[body.index('<ol class="timeline">') :]
+    timeline = timeline[: timeline.index("</ol>")]
+    assert re.findall(r"<code>(b\d)</code>", timeline) == [
+        "b1",
+        "b2",
+        "b3",
+        "b4",
+        "b5",
+    ]
+    b2 = timeline[timeline.index("<code>b2</code>") : timeline.index("<code>b3</code>")]
+    assert "out-of-scope-entity" in b2 and "tool-outside-allowlist" in b2
+    assert "reply_to_customer" in timeline
+
+
+def test_related_tickets_of_the_family_and_the_run_are_linked(client, reviewer, desk, tmp_path):
+    ingest_lines(
+        tmp_path,
+        [line.replace('"run-', '"again-run-') for line in review_desk_trace()],
+        "again.jsonl",
+    )
+    stale = desk["run-stale"]
+    twin = Ticket.objects.get(run__run_id="again-run-stale", kind="conflict")
+    finding = Ticket.objects.get(run__run_id="run-stale", kind="finding")
+    client.force_login(reviewer)
+    body = client.get(reverse("ticket-detail", args=[stale.pk])).content.decode()
+    family = body[body.index("Same family") : body.index("Same run")]
+    run = body[body.index("Same run") :]
+    assert f'href="/tickets/{twin.pk}/"' in family and "2 tickets" in family
+    assert f'href="/tickets/{finding.pk}/"' in run[: run.index("</article>")]
+
+
+def test_the_handoff_package_has_what_a_source_team_needs(client, viewer, desk):
+    stale = desk["run-stale"]
+    client.force_login(viewer)
+    response = client.get(reverse("ticket-handoff", args=[stale.pk]))
+    assert response["Content-Type"] == "application/json"
+    assert (
+        response["Content-Disposition"] == f'attachment; filename="ticket-{stale.pk}-handoff.json"'
+    )
+    package = json.loads(response.content)
+    assert package["runId"] == "run-stale"
+    assert package["callIds"] == ["call-refund", "call-search"]
+    assert package["completionOrder"] == ["obs-search", "obs-refund"]
+    refund, search = package["observations"]
+    assert (refund["requestedEntity"], refund["returnedEntity"]) == ("order-204", None)
+    assert (refund["revisionDomain"], refund["sourceRevision"]) == ("payments", 42)
+    assert (search["revisionDomain"], search["sourceRevision"]) == ("search", 105)
+    assert search["errors"] == [
+        {"code": "STALE_READ", "message": "index 3 minutes behind", "field": "eta"}
+    ]
+    assert (refund["rawValue"], refund["normalizedValue"]) == ("Refunded", "refunded")
+    line = TraceLine.objects.get(pk=search["envelope"]["traceLineId"])
+    assert b'"observationId":"obs-search"' in bytes(line.raw)
+    assert search["envelope"]["lineNumber"] == line.line_number == 5
+    assert search["envelope"]["batch"] == str(line.batch.public_id)
+    assert package["actionThatFollowed"]["name"] == "issue_store_credit"
+    assert package["actionThatFollowed"]["arguments"] == {"amount": 150}
+    assert package["actionThatFollowed"]["envelope"]["lineNumber"] == 7
+    assert package["verdict"]["evidence"] == ["obs-refund", "obs-search"]
+    assert package["agentResolution"]["reasoning"] == "The refund service is newer."
+
+
+def test_a_plain_post_works_without_javascript(client, reviewer, desk):
+    ticket = desk["run-stale"]
+    client.force_login(reviewer)
+    response = client.post(reverse("ticket-claim", args=[ticket.pk]), {"revision": 1})
+    assert response.status_code == 302 and response["Location"] == reverse(
+        "ticket-detail", args=[ticket.pk]
+    )
+    page = client.get(response["Location"]).content.decode()
+    assert "You hold this ticket now." in page and "Held by <strong>rita</strong>" in page
+
+
+def test_an_htmx_post_returns_the_work_panel_with_its_message(client, reviewer, desk):
+    ticket = desk["run-stale"]
+    client.force_login(reviewer)
+    response = client.post(
+        reverse("ticket-close", args=[ticket.pk]),
+        {"revision": 1, "resolution": "explained", "cause": "replica-lag"},
+        headers={"HX-Request": "true"},
+    )
+    body = response.content.decode()
+    assert body.lstrip().startswith('<section class="card work" id="ticket-work"')
+    assert "Ticket closed." in body and "Closed as <strong>explained</strong> (replica lag)" in body
+    assert 'name="revision" value="2"' in body  # the next form carries the new revision
+    assert "closed it as explained (replica lag)" in body  # the audit trail
+
+
+def test_the_loser_of_a_race_sees_who_won(client, reviewer, second_reviewer, desk):
+    ticket = desk["run-stale"]
+    tickets.claim(ticket, revision=1, actor=second_reviewer)
+    client.force_login(reviewer)
+    body = client.post(
+        reverse("ticket-close", args=[ticket.pk]),
+        {"revision": 1, "resolution": "unexplained"},
+        headers={"HX-Request": "true"},
+    ).content.decode()
+    assert "ravi claimed it at" in body and "your change was not applied" in body
+    assert "Held by <strong>ravi</strong>" in body
+    ticket.refresh_from_db()
+    assert ticket.state == "open"
+
+
+def test_a_refused_change_says_why(client, reviewer, desk):
+    client.force_login(reviewer)
+    response = client.post(
+        reverse("ticket-close", args=[desk["run-stale"].pk]),
+        {"revision": 1, "resolution": "explained", "cause": "other"},
+        follow=True,
+    )
+    assert "Not applied: the cause “other” needs a few words" in response.content.decode()
+    assert not AuditEvent.objects.exists()
+
+
+def test_comments_are_shown_escaped(client, reviewer, desk):
+    client.force_login(reviewer)
+    client.post(
+        reverse("ticket-comment", args=[desk["run-stale"].pk]), {"text": "<b>lag</b> again"}
+    )
+    body = client.get(reverse("ticket-detail", args=[desk["run-stale"].pk])).content.decode()
+    assert "&lt;b&gt;lag&lt;/b&gt; again" in body and "rita commented" not in body
+    assert "<strong>rita</strong> commented" in body
+
+
+def test_bulk_close_from_the_queue_and_back_to_the_same_filters(client, reviewer, desk):
+    client.force_login(reviewer)
+    stale, mismatch = desk["run-stale"], desk["run-mismatch"]
+    response = client.post(
+        reverse("ticket-bulk"),
+        {
+            "selected": [f"{stale.pk}:1", f"{mismatch.pk}:1"],
+            "operation": "close",
+            "resolution": "explained",
+            "cause": "wrong-join",
+            "unsafe": "yes",
+        },
+    )
+    assert response.status_code == 302 and response["Location"] == "/tickets/?unsafe=yes"
+    assert set(Ticket.objects.filter(state="closed").values_list("pk", flat=True)) == {
+        stale.pk,
+        mismatch.pk,
+    }
+    page = client.get(response["Location"]).content.decode()
+    assert "2 tickets closed." in page
+
+
+def test_bulk_assign_a_whole_family(client, reviewer, second_reviewer, desk, tmp_path):
+    ingest_lines(
+        tmp_path,
+        [line.replace('"run-', '"again-run-') for line in review_desk_trace()],
+        "again.jsonl",
+    )
+    family = desk["run-stale"].fingerprint
+    client.force_login(reviewer)
+    client.post(
+        reverse("ticket-bulk"), {"whole_family": family, "operation": "assign", "assignee": "ravi"}
+    )
+    assert set(
+        Ticket.objects.filter(fingerprint=family).values_list("assignee__username", flat=True)
+    ) == {"ravi"}
+    assert Ticket.objects.filter(fingerprint=family).count() == 2
+    assert Ticket.objects.exclude(fingerprint=family).filter(assignee__isnull=False).count() == 0
+
+
+def test_the_dashboard_counts_open_tickets_by_reason(client, viewer, desk):
+    client.force_login(viewer)
+    body = client.get(reverse("dashboard")).content.decode()
+    assert "Open tickets: 4" in body
+    assert '<a href="/tickets/?reason=partial-result">partial-result</a> 1' in body
+    assert 'href="/tickets/">Open the queue' in body
