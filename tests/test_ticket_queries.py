@@ -1,0 +1,82 @@
+"""The queue and the ticket page run a bounded number of SQL queries, however many tickets
+there are and however many observations a ticket has."""
+
+import pytest
+from django.core.cache import cache
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from reviewapp.models import Ticket
+from tests.seeding import conflict_run, ingest_lines, review_desk_trace, seed_tickets
+
+pytestmark = pytest.mark.django_db
+
+# Session, user, two for permissions, two for the counts' data stamp, the page of tickets,
+# the people one may assign to; cold, the counts (and usernames, and families) too.
+QUEUE_QUERIES_WARM = 8
+QUEUE_QUERIES_COLD = 11
+# Session, user, two for permissions, the ticket with its judgement and policy, the run's
+# records, findings, family neighbours and their count, run neighbours, the audit trail,
+# comments, the people one may assign to.
+TICKET_QUERIES = 13
+HANDOFF_QUERIES = 5
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    cache.clear()
+    yield
+    cache.clear()
+
+
+QUEUE_VIEWS = [
+    {},
+    {"reason": "partial-result", "source": "erp", "unsafe": "yes"},
+    {"assignee": "me", "sort": "oldest", "page": "3"},
+    {"state": "any", "created_from": "2020-01-01", "field": "amount", "page": "40"},
+    {"group": "family"},
+]
+
+
+def test_the_queue_is_bounded_on_ten_thousand_tickets(
+    client, reviewer, second_reviewer, django_assert_max_num_queries
+):
+    seed_tickets(10_000, assignees=[reviewer, second_reviewer])
+    client.force_login(reviewer)
+    for params in QUEUE_VIEWS:
+        cache.clear()  # counted cold: the counts are computed, not read from the cache
+        with django_assert_max_num_queries(QUEUE_QUERIES_COLD):
+            response = client.get(reverse("ticket-queue"), params)
+        assert response.status_code == 200
+        # Warm: the counts come from the cache, so fewer queries still.
+        with django_assert_max_num_queries(QUEUE_QUERIES_WARM):
+            assert client.get(reverse("ticket-queue"), params).status_code == 200
+    body = client.get(reverse("ticket-queue")).content.decode()
+    assert body.count("data-ticket-url=") == 50
+    assert f"{Ticket.objects.filter(state='open').count()} tickets" in body
+
+
+def queries_for(client, url: str) -> int:
+    with CaptureQueriesContext(connection) as captured:
+        assert client.get(url).status_code == 200
+    return len(captured)
+
+
+def test_the_ticket_page_is_bounded_whatever_the_number_of_observations(
+    client, reviewer, tmp_path, django_assert_max_num_queries
+):
+    seed_tickets(10_000, assignees=[reviewer])
+    ingest_lines(tmp_path, review_desk_trace() + conflict_run("run-wide", observations=400))
+    small = Ticket.objects.get(run__run_id="run-stale", kind="conflict")
+    wide = Ticket.objects.get(run__run_id="run-wide", kind="conflict")
+    assert len(wide.verdict.evidence) == 400
+    client.force_login(reviewer)
+    with django_assert_max_num_queries(TICKET_QUERIES):
+        body = client.get(reverse("ticket-detail", args=[wide.pk])).content.decode()
+    assert "…and 376 more observations" in body
+    assert queries_for(client, reverse("ticket-detail", args=[wide.pk])) == queries_for(
+        client, reverse("ticket-detail", args=[small.pk])
+    )
+    with django_assert_max_num_queries(HANDOFF_QUERIES):
+        assert client.get(reverse("ticket-handoff", args=[wide.pk])).status_code == 200
