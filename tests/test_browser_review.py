@@ -1,0 +1,145 @@
+"""The review desk in real headless Chromium: filter the queue, read a ticket, close it, see
+the queue change; and the same work done with the keyboard alone."""
+
+import re
+
+import pytest
+from django.core.cache import cache
+
+from reviewapp.models import AuditEvent, Ticket
+from tests.browser import chromium, log_in
+from tests.seeding import ingest_lines, review_desk_trace
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium() as browser:
+        yield browser
+
+
+@pytest.fixture
+def desk(tmp_path):
+    cache.clear()
+    ingest_lines(tmp_path, review_desk_trace())
+    return {t.run.run_id: t for t in Ticket.objects.filter(kind="conflict").select_related("run")}
+
+
+@pytest.fixture
+def page(browser, live_server, reviewer):
+    page = browser.new_page()
+    page.set_default_timeout(10_000)
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on(
+        "console",
+        lambda message: (
+            message.type == "error"
+            and not message.text.startswith("Failed to load resource")
+            and errors.append(message.text)
+        ),
+    )
+    # Every request the pages make succeeds (but the favicon nobody drew).
+    page.on(
+        "response",
+        lambda response: (
+            response.status >= 400
+            and not response.url.endswith("/favicon.ico")
+            and errors.append(f"{response.status} {response.url}")
+        ),
+    )
+    log_in(page, live_server.url, "rita")
+    yield page
+    page.close()
+    # No script error and no refusal by the content security policy along the way.
+    assert errors == []
+
+
+def shown_ids(page) -> set[int]:
+    urls = page.eval_on_selector_all(
+        "tr[data-ticket-url]", "rows => rows.map(r => r.dataset.ticketUrl)"
+    )
+    return {int(re.search(r"/tickets/(\d+)/", url).group(1)) for url in urls}
+
+
+def test_filter_open_read_close_and_see_the_queue_change(page, live_server, desk):
+    stale = desk["run-stale"]
+    page.click("nav.mainnav >> text=Tickets")
+    page.wait_for_selector("#queue-total >> text=4 tickets")
+    # Filtering swaps the results in place and keeps the filter in the address.
+    page.select_option("select[name=unsafe]", "yes")
+    page.wait_for_selector("#queue-total >> text=2 tickets")
+    assert "unsafe=yes" in page.url
+    assert shown_ids(page) == {stale.pk, desk["run-mismatch"].pk}
+    page.fill("input[name=source]", "search-index")
+    page.press("input[name=source]", "Enter")
+    page.wait_for_selector("#queue-total >> text=1 ticket")
+    assert shown_ids(page) == {stale.pk}
+
+    page.click(f"a[href='/tickets/{stale.pk}/']")
+    page.wait_for_selector("#observations-title")
+    columns = page.locator("article.observation")
+    assert columns.count() == 2
+    assert columns.nth(0).locator(".source").inner_text() == "refund-service"
+    assert columns.nth(0).locator(".source-revision").inner_text() == "42"
+    assert columns.nth(1).locator(".source-revision").inner_text() == "105"
+    assert columns.nth(1).locator(".revision-domain").inner_text() == "search"
+    assert columns.nth(0).locator(".errors").inner_text() == "none"
+    assert "STALE_READ" in columns.nth(1).locator(".errors").inner_text()
+    # The raw envelope is collapsed until asked for, and shows the markup as text.
+    envelope = columns.nth(1).locator("details.envelope")
+    assert not envelope.locator("pre.raw").is_visible()
+    envelope.locator("summary").click()
+    assert "<script>alert(1)</script>" in envelope.locator("pre.raw").inner_text()
+
+    page.select_option("#close-cause", "replica-lag")
+    page.click("#close-explained button[type=submit]")
+    page.wait_for_selector("#ticket-state >> text=closed")
+    assert page.is_visible("text=Closed as explained (replica lag) by rita.")
+    assert page.is_visible("#audit-trail >> text=closed it as explained (replica lag)")
+
+    page.click("#back-to-queue")
+    page.wait_for_selector("#queue-total >> text=3 tickets")
+    assert stale.pk not in shown_ids(page)
+    stale.refresh_from_db()
+    assert (stale.state, stale.cause, stale.closed_by.username) == ("closed", "replica-lag", "rita")
+
+
+def test_the_keyboard_alone_claims_and_closes_a_ticket(page, live_server, desk):
+    page.goto(f"{live_server.url}/tickets/?reason=identity-mismatch")
+    page.wait_for_selector("#queue-total >> text=1 ticket")
+    mismatch = desk["run-mismatch"]
+
+    page.keyboard.press("?")
+    page.wait_for_selector("#keys-help[open]")
+    page.keyboard.press("Escape")
+    page.wait_for_selector("#keys-help:not([open])", state="attached")
+
+    page.keyboard.press("j")
+    assert page.get_attribute("tr.current", "data-ticket-url") == f"/tickets/{mismatch.pk}/"
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"**/tickets/{mismatch.pk}/")
+    assert page.locator(".mismatch-marker").inner_text() == "ENTITY MISMATCH"
+
+    page.keyboard.press("c")
+    page.wait_for_selector("#ticket-holder >> text=Held by rita")
+    page.keyboard.press("e")
+    assert page.evaluate("document.activeElement.id") == "close-cause"
+    page.keyboard.press("ArrowDown")  # the first cause: replica lag
+    page.keyboard.press("ArrowDown")  # the second: partial result
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#ticket-state >> text=closed")
+
+    mismatch.refresh_from_db()
+    assert (mismatch.state, mismatch.resolution, mismatch.cause) == (
+        "closed",
+        "explained",
+        "partial-result",
+    )
+    assert list(
+        AuditEvent.objects.filter(ticket=mismatch).order_by("id").values_list("verb", flat=True)
+    ) == [
+        "claimed",
+        "closed",
+    ]
