@@ -26,7 +26,7 @@ from django.utils import timezone
 from reviewapp.models import AuditEvent, Ticket, TicketComment
 from reviewapp.roles import WORK_TICKET
 
-# The causes a reviewer can give; POLICY is set when a newer policy version settles a ticket.
+# The causes a reviewer is offered; POLICY is given when a newer policy version settles tickets.
 REVIEWER_CAUSES = [
     (value, label) for value, label in Ticket.Cause.choices if value != Ticket.Cause.POLICY
 ]
@@ -528,7 +528,7 @@ def assign(ticket: Ticket, *, revision: int, actor, assignee) -> Ticket:
 def _closing(resolution: str, cause: str, cause_text: str) -> dict[str, Any]:
     cause_text = cause_text.strip()
     if resolution == Ticket.Resolution.EXPLAINED:
-        if cause not in dict(REVIEWER_CAUSES):
+        if cause not in Ticket.Cause.values:
             raise TicketActionError("closing as explained needs a cause")
         if cause == Ticket.Cause.OTHER and not cause_text:
             raise TicketActionError("the cause “other” needs a few words saying what it was")

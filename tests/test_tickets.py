@@ -338,7 +338,7 @@ def test_explained_needs_a_cause_and_other_needs_words(desk, reviewer):
             cause_text="  ",
         )
     with pytest.raises(tickets.TicketActionError, match="needs a cause"):
-        tickets.close(ticket, revision=1, actor=reviewer, resolution="explained", cause="policy")
+        tickets.close(ticket, revision=1, actor=reviewer, resolution="explained", cause="clocks")
     with pytest.raises(tickets.TicketActionError, match="explained or unexplained"):
         tickets.close(ticket, revision=1, actor=reviewer, resolution="fixed")
     assert not AuditEvent.objects.exists()
