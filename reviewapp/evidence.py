@@ -3,8 +3,9 @@ calls, the engine's verdict beside the agent's own resolution, the action that f
 run's calls as a timeline with the findings that concern them; and the handoff package, the
 same evidence as JSON for the team that owns a source.
 
-Stored records are read once per ticket (one query) and parsed with the engine's own parser,
-so what is shown is what the engine judged.
+Stored records are read once per ticket (one query), up to the last one the ticket's judgement
+covered, and parsed with the engine's own parser: what is shown is what the engine judged,
+and it never changes.
 """
 
 from __future__ import annotations
@@ -178,13 +179,12 @@ def ticket_evidence(ticket: Ticket) -> TicketEvidence:
     `ticket` must come with verdict/finding and their judgement's policy version loaded
     (see `evidence_ticket`)."""
     policy = _policy_of(ticket)
-    records = _parsed(
-        list(
-            TraceRecord.objects.filter(run_id=ticket.run_id)
-            .select_related("line__batch")
-            .order_by("id")
-        )
-    )
+    judged = ticket.verdict or ticket.finding
+    run_records = TraceRecord.objects.filter(run_id=ticket.run_id)
+    if judged:
+        # What the engine judged: lines of the run that arrived later are another judgement's.
+        run_records = run_records.filter(id__lte=judged.judgement.through_record_id)
+    records = _parsed(list(run_records.select_related("line__batch").order_by("id")))
     calls: dict[str, tuple[TraceRecord, ToolCall]] = {}
     for record, parsed in records:
         if isinstance(parsed, ToolCall):

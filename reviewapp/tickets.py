@@ -166,11 +166,11 @@ def filtered_tickets(filters: QueueFilters, user) -> QuerySet[Ticket]:
     return Ticket.objects.filter(query)
 
 
-def queue_page(filters: QueueFilters, user, *, number: int, per_page: int) -> list[Ticket]:
-    """One page of the filtered queue, sorted, with what a row shows."""
+def queue_page(filters: QueueFilters, user, *, number: int, per_page: int) -> QuerySet[Ticket]:
+    """One page of the filtered queue, sorted, with what a row shows (read when used)."""
     start = (max(number, 1) - 1) * per_page
     tickets = filtered_tickets(filters, user).order_by(*SORTS[filters.sort])
-    return list(tickets.select_related("run", "assignee")[start : start + per_page])
+    return tickets.select_related("run", "assignee")[start : start + per_page]
 
 
 @dataclass(frozen=True)
@@ -179,6 +179,9 @@ class Facets:
 
     total: int
     counts: dict[str, list[tuple[str, int]]]
+    # Names the filtered tickets as they are now (see queue_version): what is cached, here
+    # and in the queue's template, is cached under it.
+    version: str = ""
 
     def values(self, name: str) -> list[tuple[str, int]]:
         return self.counts.get(name, [])
@@ -192,13 +195,17 @@ def _data_stamp() -> tuple[int | None, int | None]:
     return newest_ticket, AuditEvent.objects.aggregate(newest=Max("id"))["newest"]
 
 
-def _cached(kind: str, filters: QueueFilters, user, compute: Callable[[], Any]) -> Any:
-    """Counting reads every filtered ticket, the slow part of the queue at 100,000 tickets:
-    counts are kept until the tickets change."""
+def queue_version(filters: QueueFilters, user) -> str:
+    """A name for the tickets these filters select, as they are now: it changes whenever
+    any ticket is opened or changed, so nothing cached under it is ever stale."""
     who = user.pk if filters.assignee == ASSIGNEE_ME else None
     selection = replace(filters, sort="newest", group="").as_params()
-    identity = repr((kind, _data_stamp(), who, sorted(selection.items())))
-    key = "tickets:" + hashlib.sha256(identity.encode()).hexdigest()
+    identity = repr((_data_stamp(), who, sorted(selection.items())))
+    return hashlib.sha256(identity.encode()).hexdigest()
+
+
+def _cached(key: str, compute: Callable[[], Any]) -> Any:
+    # Counting reads every filtered ticket, the slow part of the queue at 100,000 tickets.
     found = cache.get(key)
     if found is None:
         found = compute()
@@ -208,7 +215,12 @@ def _cached(kind: str, filters: QueueFilters, user, compute: Callable[[], Any]) 
 
 def facet_counts(filters: QueueFilters, user) -> Facets:
     """Counts per value of every filter dimension, within the current filters."""
-    return _cached("facets", filters, user, lambda: _count_facets(filtered_tickets(filters, user)))
+    version = queue_version(filters, user)
+
+    def count() -> Facets:
+        return replace(_count_facets(filtered_tickets(filters, user)), version=version)
+
+    return _cached(f"tickets:facets:{version}", count)
 
 
 def _count_facets(tickets: QuerySet[Ticket]) -> Facets:
@@ -272,8 +284,9 @@ class Family:
     unsafe: int
 
 
-def families(filters: QueueFilters, user, *, limit: int) -> list[Family]:
-    """The filtered tickets grouped by fingerprint family, largest first."""
+def families(filters: QueueFilters, user, *, limit: int, version: str) -> list[Family]:
+    """The filtered tickets grouped by fingerprint family, largest first; `version` is
+    the filters' queue_version."""
 
     def count() -> list[Family]:
         rows = (
@@ -289,7 +302,7 @@ def families(filters: QueueFilters, user, *, limit: int) -> list[Family]:
         )
         return [Family(r["fingerprint"], r["label"], r["size"], r["unsafe"]) for r in rows]
 
-    return _cached(f"families:{limit}", filters, user, count)
+    return _cached(f"tickets:families:{limit}:{version}", count)
 
 
 def ticket_workers() -> QuerySet:

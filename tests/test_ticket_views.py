@@ -321,3 +321,18 @@ def test_the_dashboard_counts_open_tickets_by_reason(client, viewer, desk):
     assert "Open tickets: 4" in body
     assert '<a href="/tickets/?reason=partial-result">partial-result</a> 1' in body
     assert 'href="/tickets/">Open the queue' in body
+
+
+def test_the_cached_queue_shows_every_change_at_once(client, reviewer, second_reviewer, desk):
+    client.force_login(reviewer)
+    url = reverse("ticket-queue")
+    assert "<td>ravi</td>" not in client.get(url).content.decode()
+    tickets.claim(desk["run-partial"], revision=1, actor=second_reviewer)
+    row = re.search(
+        rf'<tr data-ticket-url="/tickets/{desk["run-partial"].pk}/".*?</tr>',
+        client.get(url).content.decode(),
+        re.S,
+    )
+    assert row and "<td>ravi</td>" in row.group(0)
+    facets = client.get(url).content.decode()
+    assert re.search(r'>ravi</a>\s*<span class="count">1</span>', facets)

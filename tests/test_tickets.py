@@ -201,7 +201,9 @@ def test_counts_include_tickets_opened_since(desk, reviewer, tmp_path):
 
 
 def test_families_are_counted_largest_first(seeded, reviewer):
-    found = tickets.families(tickets.QueueFilters(), reviewer, limit=500)
+    filters = tickets.QueueFilters()
+    version = tickets.queue_version(filters, reviewer)
+    found = tickets.families(filters, reviewer, limit=500, version=version)
     expected = Counter(t.fingerprint for t in seeded if t.state == "open")
     assert {f.fingerprint: f.size for f in found} == expected
     assert [f.size for f in found] == sorted((f.size for f in found), reverse=True)

@@ -11,6 +11,7 @@ from django.contrib.auth.decorators import permission_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.functional import SimpleLazyObject
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_GET, require_POST
 
@@ -22,6 +23,7 @@ from reviewapp.roles import WORK_TICKET
 TICKETS_PER_PAGE = 50
 FAMILIES_SHOWN = 100
 RELATED_SHOWN = 20
+EVIDENCE_CACHE_SECONDS = 600
 
 
 # --- the queue --------------------------------------------------------------------
@@ -39,22 +41,28 @@ def ticket_queue(request: HttpRequest) -> HttpResponse:
     facets = tickets.facet_counts(filters, request.user)
     number = _page_number(request.GET.get("page"), facets.total)
     can_work = request.user.has_perm(WORK_TICKET)
-    grouped = bool(filters.group)
+    # The template caches what it renders from these under facets.version, so they are
+    # lazy: read only when that cache has nothing yet.
     context = {
         "filters": filters,
         "facets": facets,
-        "facet_links": _facet_links(filters, facets),
+        "facet_links": SimpleLazyObject(lambda: _facet_links(filters, facets)),
+        "text_filters": [
+            {"name": name, "title": FACET_TITLES[name], "current": getattr(filters, name)}
+            for name in TEXT_FILTERS
+        ],
         "quick_views": _quick_views(filters),
         "sorts": tickets.SORT_LABELS,
         "query": urlencode(filters.as_params()),
         "page": _QueuePage(number, facets.total),
-        "families": _family_rows(filters, request.user) if grouped else None,
-        "tickets": []
-        if grouped
-        else tickets.queue_page(filters, request.user, number=number, per_page=TICKETS_PER_PAGE),
+        "families": SimpleLazyObject(lambda: _family_rows(filters, request.user, facets.version)),
+        "tickets": tickets.queue_page(
+            filters, request.user, number=number, per_page=TICKETS_PER_PAGE
+        ),
         "can_work": can_work,
         "workers": tickets.ticket_workers() if can_work else [],
         "causes": tickets.REVIEWER_CAUSES,
+        "cache_seconds": tickets.CACHE_SECONDS,
     }
     template = "tickets/queue.html"
     if request.htmx:
@@ -63,10 +71,10 @@ def ticket_queue(request: HttpRequest) -> HttpResponse:
     return render(request, template, context)
 
 
-def _family_rows(filters: tickets.QueueFilters, user) -> list:
+def _family_rows(filters: tickets.QueueFilters, user, version: str) -> list:
     return [
         (family, _queue_url(filters, family=family.fingerprint, group=""))
-        for family in tickets.families(filters, user, limit=FAMILIES_SHOWN)
+        for family in tickets.families(filters, user, limit=FAMILIES_SHOWN, version=version)
     ]
 
 
@@ -111,6 +119,7 @@ def _page_number(raw: str | None, total: int) -> int:
         return 1
 
 
+TEXT_FILTERS = ("reason", "finding_kind", "field", "action", "source", "assignee", "agent")
 FACET_TITLES = {
     "state": "State",
     "reason": "Reason",
@@ -233,12 +242,16 @@ def _work_context(request: HttpRequest, ticket: Ticket) -> dict:
 
 @require_GET
 def ticket_detail(request: HttpRequest, ticket_id: int) -> HttpResponse:
-    ticket = _ticket_or_404(ticket_id)
-    evidence = ticket_evidence(ticket)
+    ticket = get_object_or_404(
+        Ticket.objects.select_related("run", "batch", "assignee", "closed_by"), pk=ticket_id
+    )
     family = Ticket.objects.filter(fingerprint=ticket.fingerprint).exclude(pk=ticket.pk)
     context = {
         **_work_context(request, ticket),
-        "evidence": evidence,
+        # What was judged never changes: the template caches its part of the page, and the
+        # evidence is read only when that cache has nothing yet.
+        "evidence": SimpleLazyObject(lambda: ticket_evidence(evidence_ticket(ticket_id))),
+        "evidence_seconds": EVIDENCE_CACHE_SECONDS,
         "family_tickets": list(
             family.select_related("run").order_by("-created_at", "-id")[:RELATED_SHOWN]
         ),

@@ -1,0 +1,162 @@
+"""Server time of the review desk's pages on many tickets, next to a trivial logged-in page.
+
+    DATABASE_URL=postgres://... python benchmarks/pages.py --n 100000
+
+Creates a throwaway database (a test database beside the one DATABASE_URL names, dropped
+at the end), seeds N tickets with bulk inserts plus a few real ingested runs, then requests
+pages in-process with Django's test client, interleaved round by round: the queue unfiltered
+and filtered, a ticket page, and the API-token page (session, user, permissions and one small
+query: the trivial limit). Prints median and p95 per page; the last line is one JSON object
+with `ratio` = worst p95 / trivial p95 and `goal` (3.0).
+
+The queue's counts per filter value are cached until any ticket changes, so the figures
+that decide are warm. The cold queue (the first request after a change) is measured too and
+reported beside them as `cold_ratio`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "reviewapp.settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.conf import settings  # noqa: E402
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.contrib.auth.models import Group  # noqa: E402
+from django.core.cache import cache  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.test import Client  # noqa: E402
+from django.test.utils import setup_databases, teardown_databases  # noqa: E402
+from django.urls import reverse  # noqa: E402
+
+GOAL = 3.0
+FILTERED = {"reason": "partial-result", "source": "erp", "unsafe": "yes"}
+
+
+def seed(n: int) -> dict[str, str]:
+    """Seed the tickets; return the pages to time, by name."""
+    from reviewapp.models import Ticket
+    from reviewapp.roles import REVIEWER
+    from tests.seeding import ingest_lines, review_desk_trace, seed_tickets
+
+    users = get_user_model()
+    reviewer = users.objects.create_user("bench-reviewer")
+    reviewer.groups.add(Group.objects.get(name=REVIEWER))
+    colleagues = [users.objects.create_user(f"bench-colleague-{i}") for i in range(4)]
+    for colleague in colleagues:
+        colleague.groups.add(Group.objects.get(name=REVIEWER))
+    started = time.perf_counter()
+    seed_tickets(n, assignees=[reviewer, *colleagues])
+    with tempfile.TemporaryDirectory() as tmp:
+        ingest_lines(Path(tmp), review_desk_trace())
+    with connection.cursor() as cursor:
+        # What autovacuum does to a table this size soon after it is loaded.
+        cursor.execute(f"VACUUM ANALYZE {Ticket._meta.db_table}")
+    print(f"seeded {Ticket.objects.count():,} tickets in {time.perf_counter() - started:.1f}s")
+    ticket = Ticket.objects.get(run__run_id="run-stale", kind="conflict")
+    filtered = "&".join(f"{name}={value}" for name, value in FILTERED.items())
+    return {
+        "trivial": reverse("token-list"),
+        "queue": reverse("ticket-queue"),
+        "queue_filtered": f"{reverse('ticket-queue')}?{filtered}",
+        "ticket": reverse("ticket-detail", args=[ticket.pk]),
+    }
+
+
+def timed_get(client: Client, url: str) -> float:
+    started = time.perf_counter()
+    response = client.get(url)
+    elapsed = time.perf_counter() - started
+    if response.status_code != 200:
+        raise SystemExit(f"{url} answered {response.status_code}")
+    return elapsed * 1000
+
+
+def p95(samples: list[float]) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+def measure(pages: dict[str, str], rounds: int, cold_rounds: int) -> dict[str, dict[str, float]]:
+    client = Client()
+    client.force_login(get_user_model().objects.get(username="bench-reviewer"))
+    for url in pages.values():  # warm up: templates compiled, connections open
+        for _ in range(5):
+            timed_get(client, url)
+    samples: dict[str, list[float]] = {name: [] for name in pages}
+    for _ in range(rounds):
+        for name, url in pages.items():
+            samples[name].append(timed_get(client, url))
+    for name in ("queue", "queue_filtered"):
+        cold = []
+        for _ in range(cold_rounds):
+            cache.clear()
+            cold.append(timed_get(client, pages[name]))
+        samples[f"{name}_cold"] = cold
+    return {
+        name: {"median_ms": round(statistics.median(values), 2), "p95_ms": round(p95(values), 2)}
+        for name, values in samples.items()
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=100_000, help="tickets to seed")
+    parser.add_argument("--rounds", type=int, default=200, help="requests per page (warm)")
+    parser.add_argument("--cold-rounds", type=int, default=20, help="requests per queue (cold)")
+    args = parser.parse_args()
+    if connection.vendor != "postgresql":
+        sys.exit("benchmarks/pages.py needs DATABASE_URL pointing at a PostgreSQL server")
+
+    # A database of its own, whatever else runs against the same server.
+    settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = (
+        f"crosscheck_pages_bench_{os.getpid()}"
+    )
+    # Not setup_test_environment(): it instruments template rendering for the test client's
+    # assertions, which would be timed as if it were the server's work.
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]
+    created = setup_databases(verbosity=0, interactive=False)
+    try:
+        pages = seed(args.n)
+        figures = measure(pages, args.rounds, args.cold_rounds)
+    finally:
+        teardown_databases(created, verbosity=0)
+
+    print(f"{'page':<22}{'median ms':>12}{'p95 ms':>10}")
+    for name, figure in figures.items():
+        print(f"{name:<22}{figure['median_ms']:>12.2f}{figure['p95_ms']:>10.2f}")
+    trivial = figures["trivial"]["p95_ms"]
+    worst = max(figures[name]["p95_ms"] for name in ("queue", "queue_filtered", "ticket"))
+    worst_cold = max(figures[name]["p95_ms"] for name in ("queue_cold", "queue_filtered_cold"))
+    ratio = worst / trivial
+    print(
+        json.dumps(
+            {
+                "benchmark": "pages",
+                "n": args.n,
+                "rounds": args.rounds,
+                "pages": figures,
+                "ratio": round(ratio, 2),
+                "cold_ratio": round(worst_cold / trivial, 2),
+                "goal": GOAL,
+                "met": ratio <= GOAL,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
