@@ -343,7 +343,13 @@ class Ticket(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["run", "key"], name="ticket_once_per_run_key")
         ]
-        indexes = [models.Index(fields=["state", "-created_at"], name="ticket_state_created")]
+        indexes = [
+            models.Index(fields=["state", "-created_at"], name="ticket_state_created"),
+            # A family's or a reviewer's newest tickets without walking every ticket: small
+            # families and new reviewers are where a plain index on created_at is slowest.
+            models.Index(fields=["fingerprint", "-created_at"], name="ticket_family_created"),
+            models.Index(fields=["assignee", "-created_at"], name="ticket_assignee_created"),
+        ]
         # The app's capabilities; roles (groups) are made of them in reviewapp/roles.py.
         permissions = [
             ("ingest_traces", "Can upload traces and manage API tokens"),
