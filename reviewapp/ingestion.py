@@ -15,7 +15,7 @@ import logging
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
@@ -53,13 +53,20 @@ class IngestSummary:
     rejected: int = 0
     runs: int = 0
     tickets: int = 0
+    # Which runs were touched, so that summaries of several files count each run once.
+    run_pks: set[int] = field(default_factory=set, repr=False, compare=False)
 
     def add(self, other: IngestSummary) -> None:
-        for name, value in asdict(other).items():
-            setattr(self, name, getattr(self, name) + value)
+        for name in ("lines", "accepted", "duplicates", "rejected", "tickets"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.run_pks |= other.run_pks
+        self.runs = len(self.run_pks)
 
     def as_dict(self) -> dict[str, int]:
-        return asdict(self)
+        return {
+            name: getattr(self, name)
+            for name in ("lines", "accepted", "duplicates", "rejected", "runs", "tickets")
+        }
 
     @classmethod
     def of(cls, batch: IngestBatch) -> IngestSummary:
@@ -155,6 +162,7 @@ def ingest_batch(batch: IngestBatch, *, progress: Progress | None = None) -> Ing
         duplicates=lines - stored[True] - stored[False],
         runs=len(touched),
         tickets=Ticket.objects.filter(batch=batch).count(),
+        run_pks=set(touched),
     )
     IngestBatch.objects.filter(pk=batch.pk).update(
         state=IngestBatch.State.DONE,

@@ -281,3 +281,37 @@ def test_stalled_batches_are_found_by_their_heartbeat(tmp_path):
     IngestBatch.objects.filter(pk=lost.pk).update(state="running", heartbeat_at=old)
     IngestBatch.objects.filter(pk=alive.pk).update(state="running", heartbeat_at=timezone.now())
     assert stalled_batches(older_than=timedelta(minutes=15)) == [lost]
+
+
+def test_the_command_says_so_when_a_file_is_empty_and_fails_on_unreadable_paths(tmp_path, capsys):
+    from django.core.management import call_command
+
+    (tmp_path / "empty.jsonl").write_bytes(b"\n\n")
+    call_command("ingest", str(tmp_path / "empty.jsonl"))
+    assert "no lines (the file is empty or blank)" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exited:
+        call_command("ingest", str(tmp_path / "missing.jsonl"))
+    assert exited.value.code == 2
+    assert "ingest: cannot read" in capsys.readouterr().err
+
+
+def test_the_command_reads_folders_and_prints_one_json_summary(tmp_path, capsys):
+    from django.core.management import call_command
+
+    folder = tmp_path / "traces"
+    (folder / "nested").mkdir(parents=True)
+    (folder / "a.jsonl").write_bytes(observation("r1", "o1", "a", "paid") + b"\n")
+    (folder / "nested" / "b.jsonl.gz").write_bytes(
+        gzip.compress(observation("r1", "o2", "b", "refunded") + b"\nbad\n")
+    )
+    (folder / ".hidden.jsonl").write_bytes(b"ignored\n")
+    call_command("ingest", str(folder), json=True)
+    summary = json.loads(capsys.readouterr().out)
+    assert summary == {
+        "lines": 3,
+        "accepted": 2,
+        "duplicates": 0,
+        "rejected": 1,
+        "runs": 1,
+        "tickets": 1,
+    }

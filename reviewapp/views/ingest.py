@@ -57,6 +57,9 @@ def _accept_uploads(request: HttpRequest, files) -> None:
         )
         if size <= settings.INGEST_INLINE_MAX_BYTES:
             summary = ingest_batch(batch)
+            if not summary.lines:
+                messages.warning(request, f"{upload.name}: the file is empty; nothing to ingest.")
+                continue
             messages.success(
                 request,
                 f"{upload.name}: {summary.lines:,} lines, {summary.accepted:,} accepted, {summary.duplicates:,} duplicates, {summary.rejected:,} rejected.",

@@ -15,8 +15,8 @@ from reviewapp.models import IngestBatch
 class ProgressBar:
     """A one-line bar on a terminal; silent anywhere else."""
 
-    def __init__(self, label: str, stream=sys.stderr):
-        self.label, self.stream = label, stream
+    def __init__(self, label: str, stream=None):
+        self.label, self.stream = label, stream or sys.stderr
         self.enabled = stream.isatty()
 
     def __call__(self, done: int, total: int) -> None:
@@ -74,6 +74,8 @@ def _unreadable(path: Path) -> str | None:
 
 
 def _describe(summary: IngestSummary) -> str:
+    if not summary.lines:
+        return "no lines (the file is empty or blank)"
     return (
         f"{summary.lines:,} lines: {summary.accepted:,} accepted, {summary.duplicates:,} duplicates, "
         f"{summary.rejected:,} rejected; {summary.runs:,} runs judged, {summary.tickets:,} tickets opened"
