@@ -17,7 +17,7 @@ class ProgressBar:
 
     def __init__(self, label: str, stream=None):
         self.label, self.stream = label, stream or sys.stderr
-        self.enabled = stream.isatty()
+        self.enabled = self.stream.isatty()
 
     def __call__(self, done: int, total: int) -> None:
         if not self.enabled or not total:
