@@ -69,6 +69,7 @@ def _accept_uploads(request: HttpRequest, files) -> None:
             messages.info(request, f"{upload.name}: queued for a worker ({size:,} bytes).")
 
 
+@require_GET
 def batch_detail(request: HttpRequest, public_id) -> HttpResponse:
     batch = get_object_or_404(IngestBatch.objects.select_related("created_by"), public_id=public_id)
     rejected = Paginator(
