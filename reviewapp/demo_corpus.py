@@ -121,6 +121,20 @@ class _Run:
         )
         return call_id
 
+    def payments(
+        self, tool: str, order: str, source: str, revision: int, status: str, **extra: Any
+    ) -> str:
+        """A read of an order's payment status, at a revision of the payments domain."""
+        return self.read(
+            tool,
+            {"orderId": order},
+            source,
+            revisionDomain="payments",
+            sourceRevision=revision,
+            status=status,
+            **extra,
+        )
+
     def call(self, tool: str, arguments: dict[str, Any], **extra: Any) -> None:
         self.calls += 1
         self.lines.append(
@@ -150,34 +164,15 @@ def _stamp(moment: datetime) -> str:
 
 
 def _order_agreement(run: _Run, rng: random.Random, order: str) -> None:
-    run.read(
-        "get_refund",
-        {"orderId": order},
-        "refund-service",
-        revisionDomain="payments",
-        sourceRevision=42,
-        status="refunded",
-    )
-    run.read(
-        "get_ledger_entry",
-        {"orderId": order},
-        "order-ledger",
-        revisionDomain="payments",
-        sourceRevision=42,
-        status=rng.choice(["Refunded", "erstattet"]),
+    run.payments("get_refund", order, "refund-service", 42, "refunded")
+    run.payments(
+        "get_ledger_entry", order, "order-ledger", 42, rng.choice(["Refunded", "erstattet"])
     )
     run.act("send_status_message")
 
 
 def _order_stale_search(run: _Run, rng: random.Random, order: str) -> None:
-    run.read(
-        "get_refund",
-        {"orderId": order},
-        "refund-service",
-        revisionDomain="payments",
-        sourceRevision=42,
-        status="refunded",
-    )
+    run.payments("get_refund", order, "refund-service", 42, "refunded")
     run.read(
         "search_orders",
         {"orderId": order},
@@ -196,78 +191,34 @@ def _order_stale_search(run: _Run, rng: random.Random, order: str) -> None:
 
 
 def _order_newer_revision(run: _Run, rng: random.Random, order: str) -> None:
-    run.read(
-        "get_ledger_entry",
-        {"orderId": order},
-        "order-ledger",
-        revisionDomain="payments",
-        sourceRevision=41,
-        status="paid",
-    )
-    run.read(
-        "get_refund",
-        {"orderId": order},
-        "payments-replica",
-        revisionDomain="payments",
-        sourceRevision=43,
-        status="refunded",
-    )
+    run.payments("get_ledger_entry", order, "order-ledger", 41, "paid")
+    run.payments("get_refund", order, "payments-replica", 43, "refunded")
     run.act("send_status_message")
 
 
 def _order_partial(run: _Run, rng: random.Random, order: str) -> None:
-    run.read(
-        "get_refund",
-        {"orderId": order},
-        "refund-service",
-        revisionDomain="payments",
-        sourceRevision=42,
-        status="refunded",
-    )
-    run.read(
+    run.payments("get_refund", order, "refund-service", 42, "refunded")
+    run.payments(
         "get_ledger_entry",
-        {"orderId": order},
+        order,
         "order-ledger",
-        revisionDomain="payments",
-        sourceRevision=42,
-        status="refunded",
+        42,
+        "refunded",
         errors=["PAYMENT_EVENTS_UNAVAILABLE"],
     )
     run.act(rng.choice(["request_review", "send_status_message"]))
 
 
 def _order_chargeback(run: _Run, rng: random.Random, order: str) -> None:
-    run.read(
-        "get_refund",
-        {"orderId": order},
-        "refund-service",
-        revisionDomain="payments",
-        sourceRevision=42,
-        status="refunded",
-    )
-    run.read(
-        "get_ledger_entry",
-        {"orderId": order},
-        "order-ledger",
-        revisionDomain="payments",
-        sourceRevision=42,
-        status="chargeback",
-    )
+    run.payments("get_refund", order, "refund-service", 42, "refunded")
+    run.payments("get_ledger_entry", order, "order-ledger", 42, "chargeback")
     run.resolve(kind="conflict", reason="no-approved-precedence")
     run.act(rng.choice(["issue_store_credit", "request_review"]))
 
 
 def _order_wrong_join(run: _Run, rng: random.Random, order: str) -> None:
     other = f"order-{rng.randrange(1000, 9999)}"
-    run.read(
-        "get_refund",
-        {"orderId": order},
-        "refund-service",
-        revisionDomain="payments",
-        sourceRevision=42,
-        status="refunded",
-        entity=order,
-    )
+    run.payments("get_refund", order, "refund-service", 42, "refunded", entity=order)
     run.read(
         "search_orders",
         {"orderId": order},
@@ -299,22 +250,13 @@ def _order_shipping(run: _Run, rng: random.Random, order: str) -> None:
 
 
 def _order_duplicate_delivery(run: _Run, rng: random.Random, order: str) -> None:
-    run.read(
+    run.payments("get_refund", order, "refund-service", 42, "refunded", eventId=f"evt-{order}")
+    run.payments(
         "get_refund",
-        {"orderId": order},
+        order,
         "refund-service",
-        revisionDomain="payments",
-        sourceRevision=42,
-        status="refunded",
-        eventId=f"evt-{order}",
-    )
-    run.read(
-        "get_refund",
-        {"orderId": order},
-        "refund-service",
-        revisionDomain="payments",
-        sourceRevision=42,
-        status=rng.choice(["refunded", "paid"]),
+        42,
+        rng.choice(["refunded", "paid"]),
         eventId=f"evt-{order}",
     )
     run.act("send_status_message")
