@@ -198,3 +198,13 @@ INGEST_INLINE_MAX_BYTES = env_int("INGEST_INLINE_MAX_BYTES", 1024 * 1024)
 
 # The policy that judges runs until an approved policy version exists.
 DEFAULT_POLICY_PATH = BASE_DIR / "reviewapp" / "default_policy.json"
+
+# Each process keeps its own cache: the review desk's counts and fragments, named by what
+# they show (see reviewapp/tickets.py), so no process ever serves a stale one. Room for a
+# busy desk's pages (the default, 300 entries, evicts them while they are still wanted).
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "OPTIONS": {"MAX_ENTRIES": env_int("CACHE_MAX_ENTRIES", 5000)},
+    }
+}

@@ -187,12 +187,15 @@ class Facets:
         return self.counts.get(name, [])
 
 
-def _data_stamp() -> tuple[int | None, int | None]:
+def data_stamp() -> str:
     """Changes whenever a ticket is opened (a new id) or changed (every change appends an
-    audit event). A row committed out of id order (two ingest workers at once) is the only
-    miss, and CACHE_SECONDS bounds it."""
-    newest_ticket = Ticket.objects.aggregate(newest=Max("id"))["newest"]
-    return newest_ticket, AuditEvent.objects.aggregate(newest=Max("id"))["newest"]
+    audit event), so what is cached under it is never stale. A row committed out of id
+    order (two ingest workers at once) is the only miss, and CACHE_SECONDS bounds it."""
+    tickets, events = Ticket._meta.db_table, AuditEvent._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT (SELECT MAX(id) FROM {tickets}), (SELECT MAX(id) FROM {events})")
+        newest_ticket, newest_event = cursor.fetchone()
+    return f"{newest_ticket}-{newest_event}"
 
 
 def queue_version(filters: QueueFilters, user) -> str:
@@ -200,7 +203,7 @@ def queue_version(filters: QueueFilters, user) -> str:
     any ticket is opened or changed, so nothing cached under it is ever stale."""
     who = user.pk if filters.assignee == ASSIGNEE_ME else None
     selection = replace(filters, sort="newest", group="").as_params()
-    identity = repr((_data_stamp(), who, sorted(selection.items())))
+    identity = repr((data_stamp(), who, sorted(selection.items())))
     return hashlib.sha256(identity.encode()).hexdigest()
 
 
@@ -305,21 +308,27 @@ def families(filters: QueueFilters, user, *, limit: int, version: str) -> list[F
     return _cached(f"tickets:families:{limit}:{version}", count)
 
 
-def ticket_workers() -> QuerySet:
-    """People who may work tickets, for the assign menu."""
-    app_label, codename = WORK_TICKET.split(".")
-    permission = Permission.objects.filter(content_type__app_label=app_label, codename=codename)
-    return (
-        get_user_model()
-        .objects.filter(is_active=True)
-        .filter(
-            Q(groups__permissions__in=permission)
-            | Q(user_permissions__in=permission)
-            | Q(is_superuser=True)
+def ticket_workers() -> list[str]:
+    """Usernames of the people who may work tickets, for the assign menus. Kept a minute:
+    assigning checks the permission again, so a stale name can grant nothing."""
+
+    def read() -> list[str]:
+        app_label, codename = WORK_TICKET.split(".")
+        permission = Permission.objects.filter(content_type__app_label=app_label, codename=codename)
+        users = (
+            get_user_model()
+            .objects.filter(is_active=True)
+            .filter(
+                Q(groups__permissions__in=permission)
+                | Q(user_permissions__in=permission)
+                | Q(is_superuser=True)
+            )
+            .distinct()
+            .order_by("username")
         )
-        .distinct()
-        .order_by("username")
-    )
+        return [user.get_username() for user in users]
+
+    return _cached("tickets:workers", read)
 
 
 # --- changes ----------------------------------------------------------------------

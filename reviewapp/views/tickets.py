@@ -22,7 +22,7 @@ from reviewapp.roles import WORK_TICKET
 
 TICKETS_PER_PAGE = 50
 FAMILIES_SHOWN = 100
-RELATED_SHOWN = 20
+RELATED_SHOWN = 10
 EVIDENCE_CACHE_SECONDS = 600
 
 
@@ -220,55 +220,73 @@ def _assignee(username: str | None):
 
 
 def _ticket_or_404(ticket_id: int) -> Ticket:
-    try:
-        return evidence_ticket(ticket_id)
-    except Ticket.DoesNotExist:
-        raise Http404("No such ticket") from None
+    """The ticket with what the page shows of it (its evidence is read apart, when needed)."""
+    return get_object_or_404(
+        Ticket.objects.select_related("run", "batch", "assignee", "closed_by"), pk=ticket_id
+    )
 
 
 def _work_context(request: HttpRequest, ticket: Ticket) -> dict:
-    """What the work panel shows: who holds the ticket, the forms, the trail, comments."""
+    """What the work panel shows: who holds the ticket, the forms, the trail, comments.
+
+    The trail and the comments are cached by the template under the data stamp (every
+    change and comment renames it), so they are read only when that cache has nothing."""
     can_work = request.user.has_perm(WORK_TICKET)
-    trail = list(AuditEvent.objects.filter(ticket=ticket).select_related("actor").order_by("id"))
+
+    events = SimpleLazyObject(
+        lambda: list(
+            AuditEvent.objects.filter(ticket=ticket).select_related("actor").order_by("id")
+        )
+    )
+
+    def comments() -> list:
+        # Every comment is in the trail too: a ticket nobody commented on needs no query.
+        if not any(event.verb == "commented" for event in events):
+            return []
+        return list(TicketComment.objects.filter(ticket=ticket).select_related("author"))
+
     return {
         "ticket": ticket,
+        "stamp": tickets.data_stamp(),
+        "cache_seconds": tickets.CACHE_SECONDS,
         "can_work": can_work,
         "workers": tickets.ticket_workers() if can_work else [],
         "causes": tickets.REVIEWER_CAUSES,
-        "trail": [(event, tickets.describe(event)) for event in trail],
-        "comments": TicketComment.objects.filter(ticket=ticket).select_related("author"),
+        "trail": SimpleLazyObject(lambda: [(e, tickets.describe(e)) for e in events]),
+        "comments": SimpleLazyObject(comments),
     }
 
 
 @require_GET
 def ticket_detail(request: HttpRequest, ticket_id: int) -> HttpResponse:
-    ticket = get_object_or_404(
-        Ticket.objects.select_related("run", "batch", "assignee", "closed_by"), pk=ticket_id
-    )
+    ticket = _ticket_or_404(ticket_id)
     family = Ticket.objects.filter(fingerprint=ticket.fingerprint).exclude(pk=ticket.pk)
     context = {
         **_work_context(request, ticket),
-        # What was judged never changes: the template caches its part of the page, and the
-        # evidence is read only when that cache has nothing yet.
+        # What was judged never changes: the template caches its part of the page for good,
+        # and the evidence is read only when that cache has nothing yet.
         "evidence": SimpleLazyObject(lambda: ticket_evidence(evidence_ticket(ticket_id))),
         "evidence_seconds": EVIDENCE_CACHE_SECONDS,
-        "family_tickets": list(
-            family.select_related("run").order_by("-created_at", "-id")[:RELATED_SHOWN]
-        ),
-        "family_size": family.count() + 1,
+        # One more than shown tells whether there are more.
+        "family_tickets": family.select_related("run").order_by("-created_at", "-id")[
+            : RELATED_SHOWN + 1
+        ],
         "family_url": _queue_url(tickets.QueueFilters(family=ticket.fingerprint, state="")),
-        "run_tickets": list(
-            Ticket.objects.filter(run_id=ticket.run_id)
-            .exclude(pk=ticket.pk)
-            .order_by("pk")[:RELATED_SHOWN]
-        ),
+        "run_tickets": Ticket.objects.filter(run_id=ticket.run_id)
+        .exclude(pk=ticket.pk)
+        .order_by("pk")[:RELATED_SHOWN],
+        "related_shown": RELATED_SHOWN,
     }
     return render(request, "tickets/detail.html", context)
 
 
 @require_GET
 def ticket_handoff(request: HttpRequest, ticket_id: int) -> HttpResponse:
-    package = handoff_package(ticket_evidence(_ticket_or_404(ticket_id)))
+    try:
+        ticket = evidence_ticket(ticket_id)
+    except Ticket.DoesNotExist:
+        raise Http404("No such ticket") from None
+    package = handoff_package(ticket_evidence(ticket))
     response = HttpResponse(
         json.dumps(package, indent=2, ensure_ascii=False), content_type="application/json"
     )
