@@ -268,13 +268,14 @@ def ticket_detail(request: HttpRequest, ticket_id: int) -> HttpResponse:
         "evidence": SimpleLazyObject(lambda: ticket_evidence(evidence_ticket(ticket_id))),
         "evidence_seconds": EVIDENCE_CACHE_SECONDS,
         # One more than shown tells whether there are more.
-        "family_tickets": family.select_related("run").order_by("-created_at", "-id")[
-            : RELATED_SHOWN + 1
-        ],
+        "family_tickets": family.order_by("-created_at", "-id").values(
+            "pk", "reason", "state", "run__run_id"
+        )[: RELATED_SHOWN + 1],
         "family_url": _queue_url(tickets.QueueFilters(family=ticket.fingerprint, state="")),
         "run_tickets": Ticket.objects.filter(run_id=ticket.run_id)
         .exclude(pk=ticket.pk)
-        .order_by("pk")[:RELATED_SHOWN],
+        .order_by("pk")
+        .values("pk", "field", "finding_kind", "reason", "state")[:RELATED_SHOWN],
         "related_shown": RELATED_SHOWN,
     }
     return render(request, "tickets/detail.html", context)
