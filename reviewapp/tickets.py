@@ -94,9 +94,6 @@ class QueueFilters:
             params["state"] = "any"
         return params
 
-    def with_value(self, name: str, value: str) -> QueueFilters:
-        return replace(self, **{name: value})
-
 
 def queue_filters(params: Mapping[str, str]) -> QueueFilters:
     """Read filters from URL parameters; a value that cannot be understood is ignored."""
@@ -405,11 +402,8 @@ class Outcome:
         return "; ".join(parts) + "."
 
 
-# The audited view of a ticket: what "before" and "after" record.
-AUDITED = ("state", "assignee", "resolution", "cause", "cause_text")
-
-
 def _audited(ticket: Ticket) -> dict[str, Any]:
+    """The audited view of a ticket: what an event's "before" and "after" record."""
     return {
         "state": ticket.state,
         "assignee": ticket.assignee.get_username() if ticket.assignee else None,
@@ -503,7 +497,13 @@ def _conflicts(ticket_ids: list[int]) -> list[Conflict]:
     """Who changed these tickets last, read after their change won (so it is committed)."""
     if not ticket_ids:
         return []
-    last_event = AuditEvent.objects.filter(ticket=OuterRef("pk")).order_by("-id").values("id")[:1]
+    # The change that won, not a comment made since (comments change no revision).
+    last_event = (
+        AuditEvent.objects.filter(ticket=OuterRef("pk"))
+        .exclude(verb="commented")
+        .order_by("-id")
+        .values("id")[:1]
+    )
     tickets = list(
         Ticket.objects.select_related("assignee")
         .filter(pk__in=ticket_ids)
@@ -516,7 +516,7 @@ def _conflicts(ticket_ids: list[int]) -> list[Conflict]:
     return [Conflict(ticket, events.get(ticket.last_event_id)) for ticket in tickets]
 
 
-def _single(ticket: Ticket, revision: int, outcome: Outcome) -> Ticket:
+def _single(ticket: Ticket, outcome: Outcome) -> Ticket:
     """The result of a one-ticket change: the ticket as changed, or why it was not."""
     if outcome.conflicts:
         raise TicketConflict(outcome.conflicts[0])
@@ -544,7 +544,7 @@ def claim(ticket: Ticket, *, revision: int, actor) -> Ticket:
         changes={"assignee": actor},
         refuse=refuse,
     )
-    return _single(ticket, revision, outcome)
+    return _single(ticket, outcome)
 
 
 def _check_assignee(assignee) -> None:
@@ -559,7 +559,7 @@ def assign_many(expected: Mapping[int, int], *, actor, assignee) -> Outcome:
 
     def refuse(current: Ticket) -> str | None:
         if current.assignee_id == assignee_id:
-            return "already assigned so" if assignee else "already unassigned"
+            return f"already with {assignee.get_username()}" if assignee else "already unassigned"
         return None
 
     verb = "assigned" if assignee else "unassigned"
@@ -567,9 +567,7 @@ def assign_many(expected: Mapping[int, int], *, actor, assignee) -> Outcome:
 
 
 def assign(ticket: Ticket, *, revision: int, actor, assignee) -> Ticket:
-    return _single(
-        ticket, revision, assign_many({ticket.pk: revision}, actor=actor, assignee=assignee)
-    )
+    return _single(ticket, assign_many({ticket.pk: revision}, actor=actor, assignee=assignee))
 
 
 def _closing(resolution: str, cause: str, cause_text: str) -> dict[str, Any]:
@@ -608,7 +606,7 @@ def close(
         cause=cause,
         cause_text=cause_text,
     )
-    return _single(ticket, revision, outcome)
+    return _single(ticket, outcome)
 
 
 def reopen(ticket: Ticket, *, revision: int, actor) -> Ticket:
@@ -627,7 +625,7 @@ def reopen(ticket: Ticket, *, revision: int, actor) -> Ticket:
     outcome = _change(
         {ticket.pk: revision}, actor=actor, verb="reopened", changes=changes, refuse=refuse
     )
-    return _single(ticket, revision, outcome)
+    return _single(ticket, outcome)
 
 
 def add_comment(ticket: Ticket, *, actor, text: str) -> TicketComment:

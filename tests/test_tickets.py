@@ -260,6 +260,16 @@ def test_a_stale_change_loses_and_says_who_did_what(desk, reviewer, second_revie
     assert AuditEvent.objects.filter(ticket=ticket).count() == 1
 
 
+def test_the_loser_hears_of_the_change_that_won_not_of_a_comment_since(
+    desk, reviewer, second_reviewer
+):
+    ticket = desk["run-stale"]
+    tickets.close(ticket, revision=1, actor=second_reviewer, resolution="unexplained")
+    tickets.add_comment(ticket, actor=second_reviewer, text="closing: known lag")
+    with pytest.raises(tickets.TicketConflict, match="ravi closed it as unexplained"):
+        tickets.claim(ticket, revision=1, actor=reviewer)
+
+
 def test_claiming_a_ticket_someone_holds_is_refused(desk, reviewer, second_reviewer):
     tickets.claim(desk["run-stale"], revision=1, actor=second_reviewer)
     with pytest.raises(tickets.TicketActionError, match="ravi holds this ticket"):
