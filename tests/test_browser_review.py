@@ -28,7 +28,9 @@ def desk(tmp_path):
 
 @pytest.fixture
 def page(browser, live_server, reviewer):
-    page = browser.new_page()
+    context = browser.new_context()
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
+    page = context.new_page()
     page.set_default_timeout(10_000)
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
@@ -51,7 +53,7 @@ def page(browser, live_server, reviewer):
     )
     log_in(page, live_server.url, "rita")
     yield page
-    page.close()
+    context.close()
     # No script error and no refusal by the content security policy along the way.
     assert errors == []
 
@@ -91,7 +93,11 @@ def test_filter_open_read_close_and_see_the_queue_change(page, live_server, desk
     envelope = columns.nth(1).locator("details.envelope")
     assert not envelope.locator("pre.raw").is_visible()
     envelope.locator("summary").click()
-    assert "<script>alert(1)</script>" in envelope.locator("pre.raw").inner_text()
+    raw = envelope.locator("pre.raw").inner_text()
+    assert "<script>alert(1)</script>" in raw
+    envelope.locator("button.copy").click()
+    page.wait_for_selector("details.envelope >> text=Copied")
+    assert page.evaluate("navigator.clipboard.readText()") == raw
 
     page.select_option("#close-cause", "replica-lag")
     page.click("#close-explained button[type=submit]")
@@ -106,21 +112,31 @@ def test_filter_open_read_close_and_see_the_queue_change(page, live_server, desk
     assert (stale.state, stale.cause, stale.closed_by.username) == ("closed", "replica-lag", "rita")
 
 
-def test_the_keyboard_alone_claims_and_closes_a_ticket(page, live_server, desk):
-    page.goto(f"{live_server.url}/tickets/?reason=identity-mismatch")
-    page.wait_for_selector("#queue-total >> text=1 ticket")
-    mismatch = desk["run-mismatch"]
+def test_the_keyboard_alone_claims_and_closes_tickets(page, live_server, desk):
+    page.goto(f"{live_server.url}/tickets/?unsafe=yes")
+    page.wait_for_selector("#queue-total >> text=2 tickets")
+    first, second = page.eval_on_selector_all(
+        "tr[data-ticket-url]", "rows => rows.map(r => r.dataset.ticketUrl)"
+    )
 
     page.keyboard.press("?")
     page.wait_for_selector("#keys-help[open]")
     page.keyboard.press("Escape")
     page.wait_for_selector("#keys-help:not([open])", state="attached")
 
+    # c on the queue claims the highlighted ticket and comes back to the same queue.
     page.keyboard.press("j")
-    assert page.get_attribute("tr.current", "data-ticket-url") == f"/tickets/{mismatch.pk}/"
+    assert page.get_attribute("tr.current", "data-ticket-url") == first
+    page.keyboard.press("c")
+    page.wait_for_selector(f"tr[data-ticket-url='{first}'] >> text=rita")
+    assert page.url.endswith("/tickets/?unsafe=yes")
+
+    page.keyboard.press("j")
+    page.keyboard.press("j")
+    assert page.get_attribute("tr.current", "data-ticket-url") == second
     page.keyboard.press("Enter")
-    page.wait_for_url(f"**/tickets/{mismatch.pk}/")
-    assert page.locator(".mismatch-marker").inner_text() == "ENTITY MISMATCH"
+    page.wait_for_url(f"**{second}")
+    ticket = Ticket.objects.get(pk=int(second.strip("/").split("/")[-1]))
 
     page.keyboard.press("c")
     page.wait_for_selector("#ticket-holder >> text=Held by rita")
@@ -131,15 +147,13 @@ def test_the_keyboard_alone_claims_and_closes_a_ticket(page, live_server, desk):
     page.keyboard.press("Enter")
     page.wait_for_selector("#ticket-state >> text=closed")
 
-    mismatch.refresh_from_db()
-    assert (mismatch.state, mismatch.resolution, mismatch.cause) == (
+    ticket.refresh_from_db()
+    assert (ticket.state, ticket.resolution, ticket.cause) == (
         "closed",
         "explained",
         "partial-result",
     )
-    assert list(
-        AuditEvent.objects.filter(ticket=mismatch).order_by("id").values_list("verb", flat=True)
-    ) == [
-        "claimed",
-        "closed",
-    ]
+    verbs = AuditEvent.objects.filter(ticket=ticket).order_by("id").values_list("verb", flat=True)
+    assert list(verbs) == ["claimed", "closed"]
+    claimed_first = Ticket.objects.get(pk=int(first.strip("/").split("/")[-1]))
+    assert (claimed_first.assignee.username, claimed_first.state) == ("rita", "open")

@@ -337,3 +337,18 @@ def test_the_cached_queue_shows_every_change_at_once(client, reviewer, second_re
     assert row and "<td>ravi</td>" in row.group(0)
     facets = client.get(url).content.decode()
     assert re.search(r'>ravi</a>\s*<span class="count">1</span>', facets)
+
+
+def test_a_keyboard_claim_from_the_queue_goes_back_to_that_queue_and_nowhere_else(
+    client, reviewer, desk
+):
+    client.force_login(reviewer)
+    stale, partial = desk["run-stale"], desk["run-partial"]
+    back = "/tickets/?reason=no-approved-precedence"
+    response = client.post(reverse("ticket-claim", args=[stale.pk]), {"revision": 1, "next": back})
+    assert response["Location"] == back
+    elsewhere = client.post(
+        reverse("ticket-claim", args=[partial.pk]),
+        {"revision": 1, "next": "https://elsewhere.example/"},
+    )
+    assert elsewhere["Location"] == reverse("ticket-detail", args=[partial.pk])
