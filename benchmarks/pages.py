@@ -3,15 +3,14 @@
     DATABASE_URL=postgres://... python benchmarks/pages.py --n 100000
 
 Creates a throwaway database (a test database beside the one DATABASE_URL names, dropped
-at the end), seeds N tickets with bulk inserts plus a few real ingested runs, then requests
-pages in-process with Django's test client, interleaved round by round: the queue unfiltered
-and filtered, a ticket page, and the API-token page (session, user, permissions and one small
-query: the trivial limit). Prints median and p95 per page; the last line is one JSON object
-with `ratio` = worst p95 / trivial p95 and `goal` (3.0).
-
-The queue's counts per filter value are cached until any ticket changes, so the figures
-that decide are warm. The cold queue (the first request after a change) is measured too and
-reported beside them as `cold_ratio`.
+at the end), seeds N tickets with bulk inserts plus real ingested runs, then requests pages
+in-process with Django's test client, interleaved round by round: the queue unfiltered and
+filtered, a ticket page, and the API-token page (session, user, permissions and one small
+query: the trivial limit). Then the first look at each of --first-views tickets never opened
+(their evidence is read and rendered), and the queue right after a change (its counts
+computed again). Prints median and p95 per page; the last line is one JSON object with
+`ratio` = worst p95 of the queue, the ticket page and the first look / trivial p95, and
+`goal` (3.0); `cold_ratio` is the same for the queue right after a change.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from reviewapp.engine import (
     load_policy,
     parse_record,
 )
-from reviewapp.models import Finding, PolicyVersion, Ticket, TraceRecord
+from reviewapp.models import Finding, PolicyVersion, Ticket, TraceRecord, Verdict
 from reviewapp.policies import default_policy_document, policy_of_version
 
 log = logging.getLogger(__name__)
@@ -194,8 +194,8 @@ def _parsed(records: list[TraceRecord]) -> list[tuple[TraceRecord, Any]]:
 def ticket_evidence(ticket: Ticket) -> TicketEvidence:
     """Everything the ticket page and the handoff package show, from one read of the run.
 
-    `ticket` must come with verdict/finding and their judgement's policy version loaded
-    (see `evidence_ticket`)."""
+    `ticket` must come with its run, and its verdict or finding with their judgement
+    (see `with_judgement`)."""
     policy = _policy_of(ticket)
     judged = ticket.verdict or ticket.finding
     run_records = TraceRecord.objects.filter(run_id=ticket.run_id)
@@ -238,13 +238,14 @@ def ticket_evidence(ticket: Ticket) -> TicketEvidence:
     )
 
 
-def evidence_ticket(ticket_id: int) -> Ticket:
-    """A ticket with what `ticket_evidence` reads, in one query."""
-    return (
-        Ticket.objects.select_related("run", "verdict__judgement", "finding__judgement")
-        .filter(pk=ticket_id)
-        .get()
-    )
+def with_judgement(ticket: Ticket) -> Ticket:
+    """The ticket with its verdict or finding and their judgement loaded, which
+    `ticket_evidence` reads (one query)."""
+    if ticket.verdict_id:
+        ticket.verdict = Verdict.objects.select_related("judgement").get(pk=ticket.verdict_id)
+    elif ticket.finding_id:
+        ticket.finding = Finding.objects.select_related("judgement").get(pk=ticket.finding_id)
+    return ticket
 
 
 def _column(

@@ -8,7 +8,7 @@ import json
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import permission_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.functional import SimpleLazyObject
@@ -16,7 +16,7 @@ from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_GET, require_POST
 
 from reviewapp import tickets
-from reviewapp.evidence import evidence_ticket, handoff_package, ticket_evidence
+from reviewapp.evidence import handoff_package, ticket_evidence, with_judgement
 from reviewapp.models import AuditEvent, Ticket, TicketComment
 from reviewapp.roles import WORK_TICKET
 
@@ -265,7 +265,7 @@ def ticket_detail(request: HttpRequest, ticket_id: int) -> HttpResponse:
         **_work_context(request, ticket),
         # What was judged never changes: the template caches its part of the page for good,
         # and the evidence is read only when that cache has nothing yet.
-        "evidence": SimpleLazyObject(lambda: ticket_evidence(evidence_ticket(ticket_id))),
+        "evidence": SimpleLazyObject(lambda: ticket_evidence(with_judgement(ticket))),
         "evidence_seconds": EVIDENCE_CACHE_SECONDS,
         # One more than shown tells whether there are more.
         "family_tickets": family.order_by("-created_at", "-id").values(
@@ -283,11 +283,8 @@ def ticket_detail(request: HttpRequest, ticket_id: int) -> HttpResponse:
 
 @require_GET
 def ticket_handoff(request: HttpRequest, ticket_id: int) -> HttpResponse:
-    try:
-        ticket = evidence_ticket(ticket_id)
-    except Ticket.DoesNotExist:
-        raise Http404("No such ticket") from None
-    package = handoff_package(ticket_evidence(ticket))
+    ticket = get_object_or_404(Ticket.objects.select_related("run"), pk=ticket_id)
+    package = handoff_package(ticket_evidence(with_judgement(ticket)))
     response = HttpResponse(
         json.dumps(package, indent=2, ensure_ascii=False), content_type="application/json"
     )
