@@ -67,7 +67,7 @@ def seed_tickets(n: int, *, assignees=(), seed: int = 7, tickets_per_run: int = 
                     sources=sources if conflict else "",
                     agent=run.agent,
                     fingerprint=f"{family:016x}",
-                    fingerprint_label=f"family {family} · {field} · {action or 'no action'}",
+                    fingerprint_label=f"seeded family {family}",
                     policy_number=0,
                     batch=batch,
                     state=Ticket.State.CLOSED if closed else Ticket.State.OPEN,

@@ -56,6 +56,7 @@ def ticket_queue(request: HttpRequest) -> HttpResponse:
         "query": urlencode(filters.as_params()),
         "page": _QueuePage(number, facets.total),
         "families": SimpleLazyObject(lambda: _family_rows(filters, request.user, facets.version)),
+        "families_shown": FAMILIES_SHOWN,
         "tickets": tickets.queue_page(
             filters, request.user, number=number, per_page=TICKETS_PER_PAGE
         ),
