@@ -208,17 +208,11 @@ def ticket_evidence(ticket: Ticket) -> TicketEvidence:
         if isinstance(parsed, ToolCall):
             calls.setdefault(parsed.tool_call_id, (record, parsed))  # the first of duplicates
 
-    evidence = set(
-        ticket.verdict.evidence
-        if ticket.verdict
-        else ticket.finding.evidence
-        if ticket.finding
-        else []
-    )
+    evidence_ids = set(judged.evidence if judged else ())
     columns = [
         _column(record, parsed, calls, ticket.field, policy)
         for record, parsed in records
-        if isinstance(parsed, Observation) and parsed.observation_id in evidence
+        if isinstance(parsed, Observation) and parsed.observation_id in evidence_ids
     ]
     _rank_completion(columns)
 
