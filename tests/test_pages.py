@@ -50,3 +50,18 @@ def test_logout_needs_a_post(client, reviewer):
     assert client.get(reverse("logout")).status_code == 405
     assert client.post(reverse("logout")).status_code == 302
     assert client.get(reverse("dashboard")).status_code == 302
+
+
+def test_the_dashboard_sums_up_what_was_judged(client, reviewer):
+    from pathlib import Path
+
+    from reviewapp.ingestion import ingest_file
+
+    client.force_login(reviewer)
+    assert "Nothing has been ingested yet" in client.get(reverse("dashboard")).content.decode()
+    ingest_file(Path(__file__).parent / "fixtures" / "spec" / "order-status.jsonl", channel="cli")
+    body = client.get(reverse("dashboard")).content.decode()
+    assert "<dt>Runs judged</dt><dd>5</dd>" in body
+    # Under the default policy, stale-search and run-conflict-1 both acted on a conflict.
+    assert '<dt>Acted on a conflict</dt><dd class="error">2</dd>' in body
+    assert "Nothing has been ingested yet" not in body and "order-status.jsonl" in body

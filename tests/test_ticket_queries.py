@@ -16,11 +16,12 @@ pytestmark = pytest.mark.django_db
 # the people one may assign to; cold, the counts (and usernames, and families) too.
 QUEUE_QUERIES_WARM = 8
 QUEUE_QUERIES_COLD = 11
-# Session, user, two for permissions, the ticket, the data stamp; cold, also the ticket's
+# Session, user, two for permissions, the ticket, the data stamp, newer versions that
+# would settle it; cold, also the ticket's
 # judgement, the run's records, its findings, the audit trail (and comments, when it has
 # some), family and run neighbours, the people one may assign to.
-TICKET_QUERIES_WARM = 6
-TICKET_QUERIES_COLD = 13
+TICKET_QUERIES_WARM = 7
+TICKET_QUERIES_COLD = 14
 HANDOFF_QUERIES = 5
 
 

@@ -1,14 +1,26 @@
+from django.db.models import Count, Sum
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.views.decorators.http import require_GET
 
+from reviewapp.models import IngestBatch, Run
 from reviewapp.policies import active_policy
 from reviewapp.tickets import QueueFilters, facet_counts
 
 
+@require_GET
 def dashboard(request: HttpRequest) -> HttpResponse:
-    open_tickets = facet_counts(QueueFilters(), request.user)
-    return render(
-        request,
-        "dashboard.html",
-        {"policy": active_policy().policy, "open_tickets": open_tickets},
+    judged = Run.objects.aggregate(
+        runs=Count("id"),
+        verdicts=Sum("current_judgement__verdict_count"),
+        conflicts=Sum("current_judgement__conflict_count"),
+        unsafe=Sum("current_judgement__unsafe_count"),
+        findings=Sum("current_judgement__finding_count"),
     )
+    context = {
+        "active": active_policy(),
+        "open_tickets": facet_counts(QueueFilters(), request.user),
+        "judged": judged,
+        "batches": IngestBatch.objects.select_related("created_by")[:5],
+    }
+    return render(request, "dashboard.html", context)

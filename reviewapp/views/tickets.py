@@ -278,6 +278,10 @@ def ticket_detail(request: HttpRequest, ticket_id: int) -> HttpResponse:
         .order_by("pk")
         .values("pk", "field", "finding_kind", "reason", "state")[:RELATED_SHOWN],
         "related_shown": RELATED_SHOWN,
+        # Newer versions that would settle this ticket: labels, never changes to it.
+        "settlements": ticket.settlements.select_related("policy_version").order_by(
+            "policy_version__number"
+        ),
     }
     return render(request, "tickets/detail.html", context)
 
