@@ -142,3 +142,30 @@ def test_viewers_read_policy_but_cannot_propose(client, viewer):
     assert client.get(reverse("policy-propose")).status_code == 403
     assert client.post(reverse("policy-propose"), FORM).status_code == 403
     assert RuleProposal.objects.count() == 0
+
+
+def test_a_ticket_offers_a_proposal_and_shows_a_newer_version_would_settle_it(
+    client, reviewer, approver, viewer
+):
+    from reviewapp.policy_versions import label_settled_tickets
+
+    ingest_file(Path(__file__).parent / "fixtures" / "spec" / "order-status.jsonl", channel="cli")
+    ticket = Ticket.objects.get(run__run_id="stale-search")
+    client.force_login(reviewer)
+    page = client.get(reverse("ticket-detail", args=[ticket.pk])).content.decode()
+    assert f'href="/policy/propose/?ticket={ticket.pk}"' in page and "Would be resolved" not in page
+    change = {"field": "status", "source": "refund-service"}
+    decide(
+        proposal=propose(user=reviewer, kind="authoritative-source", change=change, rationale="x"),
+        user=approver,
+        approve=True,
+        reason="",
+    )
+    label_settled_tickets(publish(user=approver, reason="owners"))
+    page = client.get(reverse("ticket-detail", args=[ticket.pk])).content.decode()
+    assert "Would be resolved under" in page and "by refund-service-owns-status" in page
+    client.force_login(viewer)
+    assert (
+        "propose-from-ticket"
+        not in client.get(reverse("ticket-detail", args=[ticket.pk])).content.decode()
+    )
