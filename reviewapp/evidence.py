@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from reviewapp.engine import (
 )
 from reviewapp.models import Finding, PolicyVersion, Ticket, TraceRecord, Verdict
 from reviewapp.policies import default_policy_document, policy_of_version
+from reviewapp.trace_formats import parse_timestamp
 
 log = logging.getLogger(__name__)
 # Past these, the page says how many more there are; the handoff package has them all.
@@ -170,16 +170,6 @@ def _default_policy(path: str, modified: int) -> Policy:
     return load_policy(default_policy_document())
 
 
-def _instant(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
 def _parsed(records: list[TraceRecord]) -> list[tuple[TraceRecord, Any]]:
     parsed = []
     for record in records:
@@ -274,7 +264,7 @@ def _rank_completion(columns: list[ObservationColumn]) -> None:
     timed = sorted(
         (moment, index)
         for index, column in enumerate(columns)
-        if (moment := _instant(column.completed_at)) is not None
+        if (moment := parse_timestamp(column.completed_at)) is not None
     )
     for rank, (_, index) in enumerate(timed, start=1):
         columns[index].completion_rank = rank

@@ -16,7 +16,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import IO, Any
 
@@ -38,7 +38,7 @@ from reviewapp.judging import judge_stored_runs
 from reviewapp.models import IngestBatch, Run, Ticket, TraceLine, TraceRecord
 from reviewapp.policies import active_policy
 from reviewapp.trace_files import RawLine, iter_raw_lines
-from reviewapp.trace_formats import DecodedUnit, decode_unit
+from reviewapp.trace_formats import DecodedUnit, decode_unit, parse_timestamp
 
 log = logging.getLogger(__name__)
 CHUNK_LINES = 2000
@@ -320,16 +320,6 @@ def _insert_returning(batch: IngestBatch, lines: list[_Line]) -> dict[str, int]:
         return dict(cursor.fetchall())
 
 
-def _parse_time(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
 def _record_key(record: Any) -> tuple[str, str]:
     if isinstance(record, ToolCall):
         return record.tool_call_id, ""
@@ -376,7 +366,7 @@ def _runs_by_id(run_ids: list[str], starts: dict[str, RunStarted]) -> dict[str, 
             run_id=run_id,
             agent=(starts[run_id].agent or "")[:200] if run_id in starts else "",
             subject=dict(starts[run_id].subject) if run_id in starts else None,
-            started_at=(_parse_time(starts[run_id].started_at) if run_id in starts else None)
+            started_at=(parse_timestamp(starts[run_id].started_at) if run_id in starts else None)
             or now,
         )
         for run_id in run_ids
@@ -394,7 +384,7 @@ def _runs_by_id(run_ids: list[str], starts: dict[str, RunStarted]) -> dict[str, 
             continue
         run.agent = start.agent[:200]
         run.subject = dict(start.subject)
-        run.started_at = _parse_time(start.started_at) or run.started_at
+        run.started_at = parse_timestamp(start.started_at) or run.started_at
         run.save(update_fields=["agent", "subject", "started_at"])
     return runs
 

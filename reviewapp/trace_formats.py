@@ -4,6 +4,7 @@ native JSON Lines as they are, OpenTelemetry documents through the adapter in ot
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from reviewapp import otel
@@ -45,3 +46,15 @@ def decode_unit(payload: bytes) -> DecodedUnit:
         except RecordError as exc:
             raise RecordError(f"{external}: span record {index + 1}: {exc}") from None
     return DecodedUnit(external, records, converted)
+
+
+def parse_timestamp(text: str | None) -> datetime | None:
+    """An RFC 3339 timestamp from a trace as an aware datetime, or None when it is absent or
+    unreadable (timestamps are evidence to show, so a bad one is not an error)."""
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
