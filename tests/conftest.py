@@ -1,7 +1,8 @@
-"""Shared fixtures: users in each role."""
+"""Shared fixtures: users in each role, a small review desk, an empty cache."""
 
 import pytest
 from django.contrib.auth.models import Group
+from django.core.cache import cache
 
 from reviewapp.roles import ADMIN, APPROVER, REVIEWER, VIEWER, ensure_roles
 
@@ -37,3 +38,21 @@ def approver(django_user_model):
 @pytest.fixture
 def admin_user(django_user_model):
     return make_user(django_user_model, "ada", ADMIN)
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    """Pages cache fragments per process; no test may see another's."""
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture
+def desk(tmp_path):
+    """Conflict tickets of a small ingested trace, by run id."""
+    from reviewapp.models import Ticket
+    from tests.seeding import ingest_lines, review_desk_trace
+
+    ingest_lines(tmp_path, review_desk_trace())
+    return {t.run.run_id: t for t in Ticket.objects.filter(kind="conflict").select_related("run")}

@@ -3,7 +3,6 @@ server. Anonymous visitors are sent to log in, viewers read and are refused ever
 reviewers, approvers and admins work tickets. Nothing outside this table succeeds."""
 
 import pytest
-from django.core.cache import cache
 from django.urls import reverse
 
 from reviewapp.models import AuditEvent, Ticket, TicketComment
@@ -39,11 +38,6 @@ def expected_table(role: str) -> dict[tuple[str, str], object]:
         else:
             table[(name, "POST")] = REDIRECT  # done, or refused with a message on the ticket
     return table
-
-
-@pytest.fixture(autouse=True)
-def fresh_cache():
-    cache.clear()
 
 
 @pytest.fixture

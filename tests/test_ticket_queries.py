@@ -25,13 +25,6 @@ TICKET_QUERIES_COLD = 14
 HANDOFF_QUERIES = 5
 
 
-@pytest.fixture(autouse=True)
-def fresh_cache():
-    cache.clear()
-    yield
-    cache.clear()
-
-
 QUEUE_VIEWS = [
     {},
     {"reason": "partial-result", "source": "erp", "unsafe": "yes"},

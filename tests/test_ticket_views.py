@@ -5,7 +5,6 @@ import json
 import re
 
 import pytest
-from django.core.cache import cache
 from django.urls import reverse
 
 from reviewapp import tickets
@@ -13,19 +12,6 @@ from reviewapp.models import AuditEvent, Ticket, TraceLine
 from tests.seeding import ingest_lines, review_desk_trace
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def fresh_cache():
-    cache.clear()
-    yield
-    cache.clear()
-
-
-@pytest.fixture
-def desk(tmp_path):
-    ingest_lines(tmp_path, review_desk_trace())
-    return {t.run.run_id: t for t in Ticket.objects.filter(kind="conflict").select_related("run")}
 
 
 def shown_ticket_ids(body: str) -> set[int]:

@@ -6,7 +6,6 @@ from collections import Counter
 from datetime import timedelta
 
 import pytest
-from django.core.cache import cache
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
@@ -15,19 +14,6 @@ from reviewapp.models import AuditEvent, Ticket, TicketComment
 from tests.seeding import ingest_lines, review_desk_trace, seed_tickets
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def fresh_cache():
-    cache.clear()
-    yield
-    cache.clear()
-
-
-@pytest.fixture
-def desk(tmp_path):
-    ingest_lines(tmp_path, review_desk_trace())
-    return {t.run.run_id: t for t in Ticket.objects.filter(kind="conflict").select_related("run")}
 
 
 def ids(queryset) -> set[int]:
