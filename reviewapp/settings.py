@@ -202,9 +202,16 @@ DEFAULT_POLICY_PATH = BASE_DIR / "reviewapp" / "default_policy.json"
 # Each process keeps its own cache: the review desk's counts and fragments, named by what
 # they show (see reviewapp/tickets.py), so no process ever serves a stale one. Room for a
 # busy desk's pages (the default, 300 entries, evicts them while they are still wanted).
+# Page fragments are cached under a stamp of the data they show. CACHE_URL (redis://…)
+# shares them between web processes; without it each process keeps its own.
+CACHE_URL = os.environ.get("CACHE_URL", "")
 CACHES = {
-    "default": {
-        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
-        "OPTIONS": {"MAX_ENTRIES": env_int("CACHE_MAX_ENTRIES", 5000)},
-    }
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}
+        if CACHE_URL
+        else {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "OPTIONS": {"MAX_ENTRIES": env_int("CACHE_MAX_ENTRIES", 5000)},
+        }
+    )
 }
