@@ -315,3 +315,24 @@ def test_the_command_reads_folders_and_prints_one_json_summary(tmp_path, capsys)
         "runs": 1,
         "tickets": 1,
     }
+
+
+@pytest.mark.parametrize(
+    ("name", "expected_format"),
+    [
+        ("otlp-js-sdk.json", "otlp"),
+        ("protobuf-messagetojson-not-spec.json", "otlp"),
+        ("python-console-exporter-not-otlp.json", "otel-span"),
+    ],
+)
+def test_opentelemetry_exports_are_ingested_as_tool_calls_and_observations(name, expected_format):
+    path = Path(__file__).parent / "fixtures" / "otel" / name
+    summary = ingest_file(path, channel=IngestBatch.Channel.CLI)
+    # A pretty-printed document is one unit, kept whole as it arrived.
+    assert (summary.lines, summary.accepted, summary.rejected) == (1, 1, 0)
+    line = TraceLine.objects.get()
+    assert line.format == expected_format and bytes(line.raw) == path.read_bytes().strip()
+    types = set(TraceRecord.objects.values_list("type", flat=True))
+    assert types == {"tool_call", "tool_observation"}
+    assert Run.objects.count() == summary.runs >= 1
+    assert ingest_file(path, channel=IngestBatch.Channel.CLI).duplicates == 1
