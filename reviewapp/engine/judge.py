@@ -95,9 +95,11 @@ def _blocking_errors(observation: Observation, field: FieldPolicy) -> bool:
 def _apply_rule(rule: Rule, members: list[_Member], normalized: list[Any]) -> Any:
     """The chosen raw value when the rule resolves the group, ABSENT when it does not apply."""
     if rule.kind == "higher-source-revision":
+        # Observations that all name no domain share that (unnamed) domain, as the source
+        # article's rule has it; a rule that names a domain still needs it named.
         domains = {m.observation.revision_domain for m in members}
         domain = next(iter(domains))
-        if len(domains) != 1 or domain is None:
+        if len(domains) != 1:
             return ABSENT
         if rule.revision_domain is not None and rule.revision_domain != domain:
             return ABSENT
@@ -210,7 +212,9 @@ def judge_run(run_id: str, records: Sequence[Record], policy: Policy) -> RunJudg
         )
         if mismatch and policy.identity_mode == "report-only":
             collector.add("identity-mismatch", [observation.observation_id])
-        entity = requested if requested is not None else observation.entity
+        # Grouped by what the call asked for; only an observation joined to no call falls
+        # back on the identity its response claims.
+        entity = observation.entity if call is None else requested
 
         for field in decision_fields:
             value = observation.value_for(field.name)
