@@ -100,8 +100,10 @@ class _Checker:
         return False
 
     def keys(self, obj: Mapping[str, Any], allowed: tuple[str, ...], path: str) -> None:
+        """Unknown keys are refused (a typo must not silently change a policy); notes for
+        people, `description` and `comment`, are allowed anywhere."""
         for key in obj:
-            if key not in allowed:
+            if key not in allowed and key not in NOTE_KEYS:
                 where = f"{path}.{key}" if path else key
                 self.fail(where, f"unknown key (expected one of: {', '.join(allowed)})")
 
@@ -115,10 +117,10 @@ class _Checker:
         return tuple(good)
 
 
+NOTE_KEYS = ("description", "comment")
 _TOP_KEYS = (
     "version",
     "name",
-    "description",
     "safeActions",
     "fields",
     "rules",
@@ -137,6 +139,7 @@ _RULE_KEYS = {
     "authoritative-source": ("id", "kind", "field", "actions", "source", "unlessValues"),
     "require-review": ("id", "kind", "field", "actions"),
 }
+_ANY_RULE_KEYS = tuple(dict.fromkeys(key for keys in _RULE_KEYS.values() for key in keys))
 _TRAJECTORY_KEYS = (
     "allowedTools",
     "mutatingTools",
@@ -213,7 +216,8 @@ def _rules(check: _Checker, spec: Any) -> tuple[Rule, ...]:
                 f"{path}.kind", f"unknown kind {shown} (expected one of: {', '.join(RULE_KINDS)})"
             )
             continue
-        check.keys(body, _RULE_KEYS[kind], path)
+        # A key of another rule kind is accepted and means nothing here.
+        check.keys(body, _ANY_RULE_KEYS, path)
         rule_id = body.get("id", f"R{index + 1}")
         if check.typed(rule_id, str, f"{path}.id", "a string"):
             if rule_id in seen_ids:

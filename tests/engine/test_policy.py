@@ -108,7 +108,7 @@ def test_every_problem_is_reported_at_once():
         'fields.status.normalize.kind: unknown kind "fuzzy" (expected one of: none, enum, text, money)',
         "fields.qty.harmlessErrors[0]: must be a string, not a number",
         "rules[0].source: required for an authoritative-source rule",
-        "rules[1].colour: unknown key (expected one of: id, kind, field, actions)",
+        "rules[1].colour: unknown key (expected one of: id, kind, field, actions, revisionDomain, source, unlessValues)",
         'rules[1].id: "R1" is used by an earlier rule',
         'identity.mode: unknown mode "loose" (expected blocking or report-only)',
         "trajectory.prerequisites[0].requires: must be a string, not null",
@@ -132,3 +132,16 @@ def test_a_document_must_be_an_object():
 
 def test_a_booleans_is_not_a_version():
     assert errors_of({"version": True}) == ["version: must be a whole number, not a boolean"]
+
+
+def test_notes_for_people_are_allowed_anywhere():
+    policy = load_policy(
+        {
+            "description": "payments",
+            "fields": {"status": {"comment": "from the runbook"}},
+            "rules": [
+                {"id": "R1", "kind": "require-review", "field": "status", "description": "x"}
+            ],
+        }
+    )
+    assert [r.id for r in policy.rules] == ["R1"]
