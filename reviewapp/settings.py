@@ -196,6 +196,19 @@ INGEST_MAX_BYTES = env_int("INGEST_MAX_BYTES", 512 * 1024 * 1024)
 # Uploads up to this size are ingested while the browser waits; larger ones by a worker.
 INGEST_INLINE_MAX_BYTES = env_int("INGEST_INLINE_MAX_BYTES", 1024 * 1024)
 
+# Where OpenTelemetry tool results carry provenance (comma-separated keys, tried in
+# order); the standards name none, so each team says where its sources put them.
+OTEL_EXTRACTION_KEYS = {
+    name: env_list(f"OTEL_{name.upper()}_KEYS", default)
+    for name, default in (
+        ("source", ["source"]),
+        ("revision", ["sourceRevision", "revision"]),
+        ("revision_domain", ["revisionDomain", "revision_domain"]),
+        ("entity", ["entity"]),
+        ("value", ["data", "value", "result"]),
+    )
+}
+
 # The policy that judges runs until an approved policy version exists.
 DEFAULT_POLICY_PATH = BASE_DIR / "reviewapp" / "default_policy.json"
 

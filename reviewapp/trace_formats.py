@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from django.conf import settings
+
 from reviewapp import otel
 from reviewapp.engine import Record, RecordError, decode_line, parse_record
 
@@ -24,6 +26,12 @@ class DecodedUnit:
         return sorted({record.run_id for record in self.records})
 
 
+def extraction_keys() -> otel.ExtractionKeys:
+    """Where this deployment's tools put provenance in their results (settings)."""
+    configured = {name: tuple(keys) for name, keys in settings.OTEL_EXTRACTION_KEYS.items()}
+    return otel.ExtractionKeys(**configured)
+
+
 def decode_unit(payload: bytes) -> DecodedUnit:
     """Decode and check one unit; raises RecordError with the one-line reason to show."""
     document = decode_line(payload)
@@ -34,7 +42,7 @@ def decode_unit(payload: bytes) -> DecodedUnit:
     if external is None:
         return DecodedUnit(NATIVE, [parse_record(document)], [document])
     try:
-        converted = otel.convert_document(document)
+        converted = otel.convert_document(document, extraction_keys())
     except otel.ExternalFormatError as exc:
         raise RecordError(f"{external}: {exc}") from None
     if not converted:

@@ -336,3 +336,56 @@ def test_opentelemetry_exports_are_ingested_as_tool_calls_and_observations(name,
     assert types == {"tool_call", "tool_observation"}
     assert Run.objects.count() == summary.runs >= 1
     assert ingest_file(path, channel=IngestBatch.Channel.CLI).duplicates == 1
+
+
+def test_where_otel_results_carry_their_source_is_a_setting(settings, tmp_path):
+    span_result = json.dumps({"system": "erp", "rev": 7, "data": {"qty": 3}})
+    document = {
+        "resourceSpans": [
+            {
+                "scopeSpans": [
+                    {
+                        "spans": [
+                            {
+                                "traceId": "852ad2d6eff7411c199758e6190d4dde",
+                                "spanId": "b1e6f162f86684a1",
+                                "name": "execute_tool get_stock",
+                                "startTimeUnixNano": "1796002151368000000",
+                                "endTimeUnixNano": "1796002151368109062",
+                                "attributes": [
+                                    {
+                                        "key": "gen_ai.operation.name",
+                                        "value": {"stringValue": "execute_tool"},
+                                    },
+                                    {
+                                        "key": "gen_ai.tool.name",
+                                        "value": {"stringValue": "get_stock"},
+                                    },
+                                    {
+                                        "key": "gen_ai.tool.call.id",
+                                        "value": {"stringValue": "call_1"},
+                                    },
+                                    {
+                                        "key": "gen_ai.tool.call.result",
+                                        "value": {"stringValue": span_result},
+                                    },
+                                ],
+                            }
+                        ]
+                    }
+                ]
+            }
+        ]
+    }
+    settings.OTEL_EXTRACTION_KEYS = {
+        **settings.OTEL_EXTRACTION_KEYS,
+        "source": ["system"],
+        "revision": ["rev"],
+    }
+    ingest(tmp_path, json.dumps(document).encode() + b"\n")
+    observation = TraceRecord.objects.get(type="tool_observation").data
+    assert (observation["source"], observation["sourceRevision"], observation["value"]) == (
+        "erp",
+        7,
+        {"qty": 3},
+    )
