@@ -25,7 +25,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from reviewapp.bulk import insert_rows
+from reviewapp.bulk import insert_values
 from reviewapp.engine import (
     AgentAction,
     Observation,
@@ -345,17 +345,8 @@ def _store_records(fresh: list[tuple[_Line, int]]) -> None:
     for line, line_id in fresh:
         for record, document in zip(line.unit.records, line.unit.documents, strict=True):
             key, source = _record_key(record)
-            rows.append(
-                TraceRecord(
-                    run=runs[record.run_id],
-                    line_id=line_id,
-                    type=document["type"],
-                    key=key,
-                    source=source,
-                    data=document,
-                )
-            )
-    insert_rows(TraceRecord, rows)
+            rows.append((runs[record.run_id].pk, line_id, document["type"], key, source, document))
+    insert_values(TraceRecord, ("run_id", "line_id", "type", "key", "source", "data"), rows)
 
 
 def _runs_by_id(run_ids: list[str], starts: dict[str, RunStarted]) -> dict[str, Run]:

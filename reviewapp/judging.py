@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 
 from reviewapp.bulk import insert_rows
 from reviewapp.engine import Observation, RecordError, RunJudgement, judge_run, parse_record
@@ -186,4 +186,18 @@ def _open_tickets(
                 batch=batch,
             )
         )
-    Ticket.objects.bulk_create(tickets, ignore_conflicts=True)
+    _insert_new_tickets(tickets)
+
+
+def _insert_new_tickets(tickets: list[Ticket]) -> None:
+    """Tickets are unique per run and key: those already open are left as they are."""
+    existing = set(
+        Ticket.objects.filter(run_id__in={t.run_id for t in tickets}).values_list("run_id", "key")
+    )
+    new = [t for t in tickets if (t.run_id, t.key) not in existing]
+    try:
+        with transaction.atomic():
+            insert_rows(Ticket, new)
+    except IntegrityError:
+        # Another ingest opened some of them meanwhile.
+        Ticket.objects.bulk_create(new, ignore_conflicts=True)
