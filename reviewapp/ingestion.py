@@ -22,7 +22,7 @@ from typing import IO, Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from reviewapp.bulk import insert_values
@@ -154,7 +154,14 @@ def ingest_batch(batch: IngestBatch, *, progress: Progress | None = None) -> Ing
             finished_at=timezone.now(),
         )
         raise
-    stored = Counter(TraceLine.objects.filter(batch=batch).values_list("accepted", flat=True))
+    stored = Counter(
+        dict(
+            TraceLine.objects.filter(batch=batch)
+            .order_by()
+            .values_list("accepted")
+            .annotate(lines=Count("id"))
+        )
+    )
     summary = IngestSummary(
         lines=lines,
         accepted=stored[True],
