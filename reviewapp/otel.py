@@ -530,6 +530,19 @@ def _span_name(span: dict, where: str) -> str | None:
     return name
 
 
+def _exception_events(events: Any, label: str, read_attributes) -> tuple[dict[str, Any], ...]:
+    """The attributes of a span's `exception` events, read the way its format writes them."""
+    found = []
+    for index, event in enumerate(_list(events, f"{label}: events")):
+        if not isinstance(event, dict):
+            raise ExternalFormatError(f"{label}: events[{index}] must be an object")
+        if event.get("name") == "exception":
+            found.append(
+                read_attributes(event.get("attributes"), f"{label}: events[{index}].attributes")
+            )
+    return tuple(found)
+
+
 def _read_otlp_span(where: str, span: dict) -> _Span:
     name = _span_name(span, where)
     label = f"{where} ({_quote(name, 40)})" if name else where
@@ -541,14 +554,7 @@ def _read_otlp_span(where: str, span: dict) -> _Span:
     )
     end = _unix_nanos(_get(span, "endTimeUnixNano", "end_time_unix_nano"), "endTimeUnixNano", label)
     error, message = _status(span.get("status"), label, "code", "message")
-    exceptions = []
-    for index, event in enumerate(_list(span.get("events"), f"{label}: events")):
-        if not isinstance(event, dict):
-            raise ExternalFormatError(f"{label}: events[{index}] must be an object")
-        if event.get("name") == "exception":
-            exceptions.append(
-                _key_values(event.get("attributes"), f"{label}: events[{index}].attributes")
-            )
+    exceptions = _exception_events(span.get("events"), label, _key_values)
     return _Span(
         where=label,
         name=name,
@@ -559,7 +565,7 @@ def _read_otlp_span(where: str, span: dict) -> _Span:
         end_nanos=end,
         error=error,
         status_message=message,
-        exceptions=tuple(exceptions),
+        exceptions=exceptions,
     )
 
 
@@ -594,14 +600,7 @@ def _read_console_span(document: dict) -> _Span:
     start = _iso_nanos(document.get("start_time"), "start_time", label)
     end = _iso_nanos(document.get("end_time"), "end_time", label)
     error, message = _status(document.get("status"), label, "status_code", "description")
-    exceptions = []
-    for index, event in enumerate(_list(document.get("events"), f"{label}: events")):
-        if not isinstance(event, dict):
-            raise ExternalFormatError(f"{label}: events[{index}] must be an object")
-        if event.get("name") == "exception":
-            exceptions.append(
-                _plain_attributes(event.get("attributes"), f"{label}: events[{index}].attributes")
-            )
+    exceptions = _exception_events(document.get("events"), label, _plain_attributes)
     return _Span(
         where=label,
         name=name,
@@ -612,7 +611,7 @@ def _read_console_span(document: dict) -> _Span:
         end_nanos=end,
         error=error,
         status_message=message,
-        exceptions=tuple(exceptions),
+        exceptions=exceptions,
     )
 
 
