@@ -13,11 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
-from functools import lru_cache
-from pathlib import Path
 from typing import Any
-
-from django.conf import settings
 
 from reviewapp.engine import (
     ABSENT,
@@ -27,11 +23,10 @@ from reviewapp.engine import (
     RecordError,
     Resolution,
     ToolCall,
-    load_policy,
     parse_record,
 )
-from reviewapp.models import Finding, PolicyVersion, Ticket, TraceRecord, Verdict
-from reviewapp.policies import default_policy_document, policy_of_version
+from reviewapp.models import Finding, Ticket, TraceRecord, Verdict
+from reviewapp.policies import default_policy, policy_of_version_id
 from reviewapp.trace_formats import parse_timestamp
 
 log = logging.getLogger(__name__)
@@ -153,21 +148,7 @@ def _policy_of(ticket: Ticket) -> Policy:
     """The policy the ticket was judged under: its field normalizers explain the values."""
     judged = ticket.verdict or ticket.finding
     version_id = judged.judgement.policy_version_id if judged else None
-    if version_id is None:
-        path = Path(settings.DEFAULT_POLICY_PATH)
-        return _default_policy(str(path), path.stat().st_mtime_ns)
-    return _published_policy(version_id)
-
-
-# Published versions never change (the database refuses it), so each is read once.
-@lru_cache(maxsize=64)
-def _published_policy(version_id: int) -> Policy:
-    return policy_of_version(PolicyVersion.objects.get(pk=version_id))
-
-
-@lru_cache(maxsize=4)
-def _default_policy(path: str, modified: int) -> Policy:
-    return load_policy(default_policy_document())
+    return default_policy() if version_id is None else policy_of_version_id(version_id)
 
 
 def _parsed(records: list[TraceRecord]) -> list[tuple[TraceRecord, Any]]:

@@ -127,9 +127,8 @@ class ProposalForm(forms.Form):
         return kind, change
 
     def ticket_ids(self) -> list[int]:
-        return [
-            int(item) for item in _words(self.cleaned_data.get("tickets", "")) if item.isdigit()
-        ]
+        """The motivating tickets, read from what was posted (valid or not)."""
+        return [int(item) for item in _words(self.data.get("tickets", "")) if item.isdigit()]
 
 
 class DecisionForm(forms.Form):

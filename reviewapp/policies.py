@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -41,14 +42,35 @@ def default_policy_document() -> dict[str, Any]:
     return json.loads(Path(settings.DEFAULT_POLICY_PATH).read_text(encoding="utf-8"))
 
 
+def default_policy() -> Policy:
+    """The built-in default, read again only when its file changes."""
+    path = Path(settings.DEFAULT_POLICY_PATH)
+    return _default_policy(str(path), path.stat().st_mtime_ns)
+
+
+@lru_cache(maxsize=4)
+def _default_policy(path: str, modified: int) -> Policy:
+    return load_policy(default_policy_document())
+
+
 def policy_of_version(version: PolicyVersion) -> Policy:
     return load_policy({**version.document, "version": version.number})
 
 
+# Published versions never change (the database refuses it), so each is read once.
+@lru_cache(maxsize=64)
+def policy_of_version_id(version_id: int) -> Policy:
+    return policy_of_version(PolicyVersion.objects.get(pk=version_id))
+
+
+def latest_version() -> PolicyVersion | None:
+    return PolicyVersion.objects.order_by("-number").first()
+
+
 def active_policy() -> ActivePolicy:
-    version = PolicyVersion.objects.order_by("-number").first()
+    version = latest_version()
     if version is None:
-        return ActivePolicy(load_policy(default_policy_document()), DEFAULT_POLICY_NUMBER, None)
+        return ActivePolicy(default_policy(), DEFAULT_POLICY_NUMBER, None)
     return ActivePolicy(policy_of_version(version), version.number, version)
 
 
@@ -58,4 +80,4 @@ def active_policy_offline() -> Policy:
     try:
         return active_policy().policy
     except DatabaseError:
-        return load_policy(default_policy_document())
+        return default_policy()

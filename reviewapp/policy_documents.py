@@ -13,8 +13,6 @@ from typing import Any
 from reviewapp.engine import load_policy
 
 RULE_CHANGES = ("authoritative-source", "higher-source-revision", "require-review")
-FIELD_CHANGES = ("normalizer", "harmless-error")
-CHANGE_KINDS = (*RULE_CHANGES, *FIELD_CHANGES, "document")
 _RULE_KEYS = {
     "authoritative-source": ("field", "actions", "source", "unlessValues"),
     "higher-source-revision": ("field", "actions", "revisionDomain"),

@@ -20,7 +20,7 @@ from django.utils import timezone
 from reviewapp.engine import Policy, judge_run, load_policy
 from reviewapp.judging import stored_engine_records
 from reviewapp.models import AuditEvent, PolicyVersion, ProspectiveSettlement, RuleProposal, Ticket
-from reviewapp.policies import default_policy_document
+from reviewapp.policies import default_policy_document, latest_version, policy_of_version
 from reviewapp.policy_documents import apply_change, describe_change
 
 # How many open tickets a preview judges again; the count beyond is reported, not judged.
@@ -41,7 +41,7 @@ def _audit(actor, verb: str, target: str, **data: Any) -> None:
 
 def active_document() -> tuple[int, dict[str, Any]]:
     """The active version's number and document (0 and the built-in default before any)."""
-    latest = PolicyVersion.objects.order_by("-number").first()
+    latest = latest_version()
     if latest is None:
         return 0, default_policy_document()
     return latest.number, dict(latest.document)
@@ -238,7 +238,7 @@ def preview(kind: str, change: dict[str, Any]) -> tuple[list[Settlement], int]:
 
 def label_settled_tickets(version: PolicyVersion) -> int:
     """Label (never close) every open conflict ticket this version would settle."""
-    policy = load_policy({**version.document, "version": version.number})
+    policy = policy_of_version(version)
     labelled = 0
     tickets = list(open_conflicts().exclude(settlements__policy_version=version))
     for start in range(0, len(tickets), 500):

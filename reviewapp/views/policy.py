@@ -138,9 +138,9 @@ def _initial_from_ticket(request: HttpRequest) -> tuple[dict, list[Ticket]]:
 def propose_view(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = ProposalForm(request.POST)
+        tickets = list(Ticket.objects.filter(pk__in=form.ticket_ids()))
         if form.is_valid():
             kind, change = form.change()
-            tickets = Ticket.objects.filter(pk__in=form.ticket_ids())
             try:
                 proposal = propose(
                     user=request.user,
@@ -157,7 +157,6 @@ def propose_view(request: HttpRequest) -> HttpResponse:
                     f"Proposal #{proposal.pk} recorded: it now needs another person's approval.",
                 )
                 return redirect("proposal-detail", pk=proposal.pk)
-        tickets = list(Ticket.objects.filter(pk__in=_ticket_ids(request.POST.get("tickets", ""))))
     else:
         initial, tickets = _initial_from_ticket(request)
         form = ProposalForm(initial=initial)
@@ -167,10 +166,6 @@ def propose_view(request: HttpRequest) -> HttpResponse:
     return render(
         request, "policy/propose.html", {"form": form, "motivating": tickets, "sources": sources}
     )
-
-
-def _ticket_ids(text: str) -> list[int]:
-    return [int(item) for item in text.split(",") if item.strip().isdigit()]
 
 
 @require_POST
