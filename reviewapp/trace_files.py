@@ -142,16 +142,20 @@ def iter_raw_lines(stream: BinaryIO, source: str) -> Iterator[RawLine]:
         yield RawLine(source, number, raw)
 
 
-def read_trace_file(path: str | Path) -> Iterator[RawLine]:
-    """The lines of one trace file. Raises TraceFileError before yielding if it cannot be opened."""
+def open_trace_file(path: str | Path) -> BinaryIO:
+    """Open a trace file for reading, or raise TraceFileError saying why it cannot be."""
     path = Path(path)
     if path.is_dir():
         raise TraceFileError(f"{path}: is a directory")
     try:
-        stream = path.open("rb")
+        return path.open("rb")
     except OSError as exc:
         raise TraceFileError(f"{path}: {exc.strerror or exc}") from None
-    return _closing_lines(stream, str(path))
+
+
+def read_trace_file(path: str | Path) -> Iterator[RawLine]:
+    """The lines of one trace file. Raises TraceFileError before yielding if it cannot be opened."""
+    return _closing_lines(open_trace_file(path), str(path))
 
 
 def _closing_lines(stream: BinaryIO, source: str) -> Iterator[RawLine]:

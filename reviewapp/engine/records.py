@@ -370,7 +370,6 @@ _BUILDERS = {
     "observation_resolution": _resolution,
     "agent_action": _agent_action,
 }
-RECORD_TYPES = tuple(_BUILDERS)
 
 
 def parse_record(obj: Mapping[str, Any]) -> Record:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandParser
 
 from reviewapp.ingestion import IngestSummary, expand_paths, ingest_file
 from reviewapp.models import IngestBatch
+from reviewapp.trace_files import TraceFileError, open_trace_file
 
 
 class ProgressBar:
@@ -44,10 +44,11 @@ class Command(BaseCommand):
     def handle(self, *args, **options) -> None:
         files = expand_paths(options["paths"])
         for path in files:
-            problem = _unreadable(path)
-            if problem:
-                sys.stderr.write(f"ingest: cannot read {path}: {problem}\n")
-                raise SystemExit(2)
+            try:
+                open_trace_file(path).close()
+            except TraceFileError as exc:
+                sys.stderr.write(f"ingest: cannot read {exc}\n")
+                raise SystemExit(2) from None
         total = IngestSummary()
         for path in files:
             bar = ProgressBar(str(path))
@@ -60,17 +61,6 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(total.as_dict()))
         elif len(files) > 1:
             self.stdout.write(f"total: {_describe(total)}")
-
-
-def _unreadable(path: Path) -> str | None:
-    if not path.exists():
-        return "No such file or directory"
-    try:
-        with path.open("rb") as stream:
-            stream.read(1)
-    except OSError as exc:
-        return exc.strerror or str(exc)
-    return None
 
 
 def _describe(summary: IngestSummary) -> str:
