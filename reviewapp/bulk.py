@@ -1,68 +1,101 @@
 """Fast inserts of many new rows: COPY on PostgreSQL, bulk_create elsewhere.
 
-Used for what ingestion writes by the hundred thousand (records, judgements, verdicts,
-findings), where the ORM's per-value preparation costs more than the database's work."""
+Used for what ingestion writes by the hundred thousand (lines, records, judgements,
+verdicts, findings, tickets), where building model instances and preparing every value
+through the ORM costs more than the database's own work. Rows are plain tuples."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from django.db import connection, models
+from django.utils import timezone
+
+
+class EncodedJson(str):
+    """JSON text that is already encoded (a native trace line, say): stored as it is."""
 
 
 def insert_rows(
-    model: type[models.Model], rows: Sequence[models.Model], *, assign_ids: bool = False
-) -> None:
-    """Insert unsaved instances; with assign_ids, each instance gets its primary key."""
+    model: type[models.Model],
+    attnames: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    return_ids: bool = False,
+) -> list[int]:
+    """Insert value tuples (in `attnames` order); return the new primary keys in row order
+    when asked. Columns not named take their model default (auto_now fields: now); JSON
+    columns take Python values or EncodedJson."""
     if not rows:
-        return
-    if connection.vendor != "postgresql":
-        model.objects.bulk_create(rows, batch_size=500)
-        return
+        return []
     meta = model._meta
-    if assign_ids:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
-                [meta.db_table, meta.pk.column, len(rows)],
-            )
-            for row, (new_id,) in zip(rows, cursor.fetchall(), strict=True):
-                row.pk = new_id
-    fields = [f for f in meta.concrete_fields if assign_ids or not f.primary_key]
-    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-    with (
-        connection.cursor() as cursor,
-        cursor.cursor.copy(
-            f"COPY {connection.ops.quote_name(meta.db_table)} ({columns}) FROM STDIN"
-        ) as copy,
-    ):
-        for row in rows:
-            copy.write_row([f.get_db_prep_save(f.pre_save(row, True), connection) for f in fields])
-
-
-def insert_values(
-    model: type[models.Model], attnames: Sequence[str], rows: Sequence[Sequence]
-) -> None:
-    """Insert plain value tuples (in `attnames` order) without building model instances,
-    for the widest tables; JSON fields take Python values."""
-    if not rows:
-        return
-    meta = model._meta
-    fields = [next(f for f in meta.concrete_fields if f.attname == name) for name in attnames]
+    by_attname = {field.attname: field for field in meta.concrete_fields}
+    named = [by_attname[name] for name in attnames]
+    omitted = _omitted_columns(model, attnames)
     if connection.vendor != "postgresql":
-        model.objects.bulk_create(
-            [model(**dict(zip(attnames, row, strict=True))) for row in rows], batch_size=500
-        )
-        return
-    as_json = [isinstance(f, models.JSONField) for f in fields]
-    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-    statement = f"COPY {connection.ops.quote_name(meta.db_table)} ({columns}) FROM STDIN"
+        instances = [
+            model(**dict(zip(attnames, _decoded(row, named), strict=True))) for row in rows
+        ]
+        created = model.objects.bulk_create(instances, batch_size=500)
+        return [instance.pk for instance in created] if return_ids else []
+
+    ids = reserve_ids(model, len(rows)) if return_ids else []
+    columns = ([meta.pk] if return_ids else []) + named + [field for field, _ in omitted]
+    json_at = [i for i, field in enumerate(columns) if isinstance(field, models.JSONField)]
+    constant = [value() for _, value in omitted]
+    statement = "COPY {} ({}) FROM STDIN".format(
+        connection.ops.quote_name(meta.db_table),
+        ", ".join(connection.ops.quote_name(field.column) for field in columns),
+    )
     with connection.cursor() as cursor, cursor.cursor.copy(statement) as copy:
-        for row in rows:
-            copy.write_row(
-                [
-                    json.dumps(v, ensure_ascii=False) if j else v
-                    for v, j in zip(row, as_json, strict=True)
-                ]
-            )
+        for index, row in enumerate(rows):
+            values = ([ids[index]] if return_ids else []) + list(row) + constant
+            for i in json_at:
+                values[i] = _encoded(values[i])
+            copy.write_row(values)
+    return ids
+
+
+def reserve_ids(model: type[models.Model], count: int) -> list[int]:
+    """Take `count` ids from the table's sequence (PostgreSQL), so that rows can point at
+    rows written in the same COPY round."""
+    meta = model._meta
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
+            [meta.db_table, meta.pk.column, count],
+        )
+        return [new_id for (new_id,) in cursor.fetchall()]
+
+
+def _omitted_columns(model: type[models.Model], attnames: Sequence[str]) -> list[tuple[Any, Any]]:
+    """Columns the caller did not name, with how to get their value for this insert."""
+    now = timezone.now()
+    omitted = []
+    for field in model._meta.concrete_fields:
+        if field.primary_key or field.attname in attnames:
+            continue
+        if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
+            omitted.append((field, lambda: now))
+        elif field.has_default() and callable(field.default):
+            # Evaluated once per insert, it would give every row the same value.
+            raise ValueError(f"{model.__name__}.{field.attname} has a per-row default: name it")
+        else:
+            omitted.append((field, field.get_default))
+    return omitted
+
+
+def _encoded(value: Any) -> str | None:
+    """None is SQL NULL, as the ORM stores it."""
+    if value is None or isinstance(value, EncodedJson):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _decoded(row: Sequence[Any], fields: Sequence[Any]) -> list[Any]:
+    return [
+        json.loads(value) if isinstance(value, EncodedJson) else value
+        for value, field in zip(row, fields, strict=True)
+    ]

@@ -2,7 +2,10 @@
 
 A delivery becomes an IngestBatch whose file is read in chunks: every non-blank line is
 stored byte for byte, accepted (and turned into records) or rejected with its reason, or
-recognised as already stored. Then every run that got new lines is judged.
+recognised as already stored. Runs born in this delivery are judged from memory once the
+file has moved past them; a final sweep judges, from the database, every run the delivery
+touched whose current judgement does not cover its last record (runs that were appended
+to, and runs of a batch resumed after a crash).
 
 Re-running a batch (a worker killed mid-way, say) loses and doubles nothing: each chunk
 commits whole, line identities are unique, and the counts are read back from the database.
@@ -21,27 +24,28 @@ from pathlib import Path
 from typing import IO, Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from reviewapp.bulk import insert_values
+from reviewapp.bulk import insert_rows
 from reviewapp.engine import (
     AgentAction,
     Observation,
+    Record,
     RecordError,
     Resolution,
     RunStarted,
     ToolCall,
 )
-from reviewapp.judging import judge_stored_runs
-from reviewapp.models import IngestBatch, Run, Ticket, TraceLine, TraceRecord
-from reviewapp.policies import active_policy
+from reviewapp.judging import RunToJudge, judge_stored_runs, record_judgements
+from reviewapp.models import IngestBatch, Judgement, Run, Ticket, TraceLine, TraceRecord
+from reviewapp.policies import ActivePolicy, active_policy
 from reviewapp.trace_files import RawLine, iter_raw_lines
 from reviewapp.trace_formats import DecodedUnit, decode_unit, parse_timestamp
 
 log = logging.getLogger(__name__)
-CHUNK_LINES = 2000
+CHUNK_LINES = 5000
 Progress = Callable[[int, int], None]
 
 
@@ -142,11 +146,13 @@ def ingest_batch(batch: IngestBatch, *, progress: Progress | None = None) -> Ing
         error="",
     )
     try:
-        lines = _store_file(batch, progress)
-        touched = list(
-            Run.objects.filter(records__line__batch=batch).values_list("pk", flat=True).distinct()
-        )
-        judge_stored_runs(touched, active=active_policy(), batch=batch)
+        active = active_policy()
+        in_flight = _RunsInFlight(active, batch)
+        lines = _store_file(batch, progress, in_flight)
+        with transaction.atomic():
+            in_flight.judge_rest()
+        touched, due = _touched_runs(batch, active)
+        judge_stored_runs(due, active=active, batch=batch)
     except Exception as exc:
         IngestBatch.objects.filter(pk=batch.pk).update(
             state=IngestBatch.State.FAILED,
@@ -215,7 +221,7 @@ class _Line:
         return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _store_file(batch: IngestBatch, progress: Progress | None) -> int:
+def _store_file(batch: IngestBatch, progress: Progress | None, in_flight: _RunsInFlight) -> int:
     """Store every line of the batch's file in chunks; return how many lines were read."""
     count = 0
     with open(batch.stored_path, "rb") as stream:
@@ -223,10 +229,10 @@ def _store_file(batch: IngestBatch, progress: Progress | None) -> int:
         for raw_line in iter_raw_lines(stream, batch.file_name):
             chunk.append(raw_line)
             if len(chunk) >= CHUNK_LINES:
-                count += _store_chunk(batch, chunk)
+                count += _store_chunk(batch, _prepare_chunk(batch, chunk), in_flight)
                 chunk = []
                 _report(batch, stream.tell(), progress)
-        count += _store_chunk(batch, chunk)
+        count += _store_chunk(batch, _prepare_chunk(batch, chunk), in_flight)
     return count
 
 
@@ -249,32 +255,58 @@ def _prepare(batch: IngestBatch, raw_line: RawLine) -> _Line:
     return _Line(raw_line, unit, reason, owner, hashlib.sha256(raw_line.raw).hexdigest())
 
 
-def _store_chunk(batch: IngestBatch, raw_lines: list[RawLine]) -> int:
-    if not raw_lines:
-        return 0
+def _prepare_chunk(batch: IngestBatch, raw_lines: list[RawLine]) -> list[_Line]:
+    """Decode and hash a chunk's lines (no database): identical bytes of one owner are
+    numbered as occurrences within the chunk."""
     lines = [_prepare(batch, raw_line) for raw_line in raw_lines]
     seen: Counter[tuple[str, str]] = Counter()
     for line in lines:
         seen[(line.owner, line.line_hash)] += 1
         line.occurrence = seen[(line.owner, line.line_hash)]
+    return lines
+
+
+def _store_chunk(batch: IngestBatch, lines: list[_Line], in_flight: _RunsInFlight) -> int:
+    if not lines:
+        return 0
     with transaction.atomic():
-        new_line_ids = _insert_new_lines(batch, lines)
+        runs = _ensure_runs([line.unit for line in lines if line.unit])
+        new_line_ids = _insert_new_lines(batch, lines, runs)
         fresh = [
             (lines[i], line_id) for i, line_id in sorted(new_line_ids.items()) if lines[i].unit
         ]
-        if fresh:
-            _store_records(fresh)
+        in_flight.take(_store_records(fresh, runs), runs)
     return len(lines)
 
 
-def _insert_new_lines(batch: IngestBatch, lines: list[_Line]) -> dict[int, int]:
+@dataclass(slots=True)
+class _RunInfo:
+    pk: int
+    agent: str
+    born: bool  # created by this chunk: none of its lines can have been stored before
+
+
+def _insert_new_lines(
+    batch: IngestBatch, lines: list[_Line], runs: dict[str, _RunInfo]
+) -> dict[int, int]:
     """Insert lines not stored yet; {index in chunk: new line id}.
 
-    A conflict with a line of this same batch at another line number means identical bytes
-    seen earlier in the file: that makes this one a later occurrence, so it is tried again
-    as such. Any other conflict is a line delivered before."""
+    Lines of runs born in this chunk are new by construction and go straight in. For the
+    others, a conflict with a line of this same batch at another line number means
+    identical bytes seen earlier in the file: that makes this one a later occurrence, so it
+    is tried again as such. Any other conflict is a line delivered before."""
     inserted: dict[int, int] = {}
-    pending = list(range(len(lines)))
+    direct = [
+        i
+        for i, line in enumerate(lines)
+        if line.unit and all(runs[run_id].born for run_id in line.unit.run_ids)
+    ]
+    if direct:
+        ids = insert_rows(
+            TraceLine, LINE_COLUMNS, [_line_row(batch, lines[i]) for i in direct], return_ids=True
+        )
+        inserted.update(zip(direct, ids, strict=True))
+    pending = [i for i in range(len(lines)) if i not in inserted]
     while pending:
         returned = _insert_returning(batch, [lines[i] for i in pending])
         conflicted = []
@@ -301,18 +333,27 @@ def _insert_new_lines(batch: IngestBatch, lines: list[_Line]) -> dict[int, int]:
     return inserted
 
 
+LINE_COLUMNS = ("batch_id", "identity", "line_number", "raw", "accepted", "reason", "format")
+
+
+def _line_row(batch: IngestBatch, line: _Line) -> tuple[Any, ...]:
+    return (
+        batch.pk,
+        line.identity,
+        line.raw_line.number,
+        line.raw_line.raw,
+        line.unit is not None,
+        line.reason,
+        line.unit.format if line.unit else "",
+    )
+
+
 def _insert_returning(batch: IngestBatch, lines: list[_Line]) -> dict[str, int]:
     """INSERT … ON CONFLICT DO NOTHING RETURNING, so that only new lines come back."""
     table = TraceLine._meta.db_table
-    columns = "batch_id, identity, line_number, raw, accepted, reason, format"
+    columns = ", ".join(LINE_COLUMNS)
     values = [
-        [batch.pk] * len(lines),
-        [line.identity for line in lines],
-        [line.raw_line.number for line in lines],
-        [line.raw_line.raw for line in lines],
-        [line.unit is not None for line in lines],
-        [line.reason for line in lines],
-        [line.unit.format if line.unit else "" for line in lines],
+        list(column) for column in zip(*(_line_row(batch, line) for line in lines), strict=True)
     ]
     if connection.vendor == "postgresql":
         # Seven array parameters instead of seven per line: far less to send and to parse.
@@ -339,25 +380,37 @@ def _record_key(record: Any) -> tuple[str, str]:
     return "", ""
 
 
-def _store_records(fresh: list[tuple[_Line, int]]) -> None:
-    starts: dict[str, RunStarted] = {}
-    run_ids: dict[str, None] = {}
-    for line, _ in fresh:
-        for record in line.unit.records:
-            run_ids.setdefault(record.run_id)
-            if isinstance(record, RunStarted):
-                starts.setdefault(record.run_id, record)
-    runs = _runs_by_id(list(run_ids), starts)
-    rows = []
+def _store_records(
+    fresh: list[tuple[_Line, int]], runs: dict[str, _RunInfo]
+) -> list[tuple[int, int, Record]]:
+    """Store the records of new lines; (run pk, record id, record) in recording order."""
+    rows, records = [], []
     for line, line_id in fresh:
         for record, document in zip(line.unit.records, line.unit.documents, strict=True):
             key, source = _record_key(record)
-            rows.append((runs[record.run_id].pk, line_id, document["type"], key, source, document))
-    insert_values(TraceRecord, ("run_id", "line_id", "type", "key", "source", "data"), rows)
+            run_pk = runs[record.run_id].pk
+            rows.append((run_pk, line_id, document["type"], key, source, document))
+            records.append((run_pk, record))
+    ids = insert_rows(
+        TraceRecord, ("run_id", "line_id", "type", "key", "source", "data"), rows, return_ids=True
+    )
+    return [
+        (run_pk, record_id, record)
+        for record_id, (run_pk, record) in zip(ids, records, strict=True)
+    ]
 
 
-def _runs_by_id(run_ids: list[str], starts: dict[str, RunStarted]) -> dict[str, Run]:
-    runs = {run.run_id: run for run in Run.objects.filter(run_id__in=run_ids)}
+def _ensure_runs(units: list[DecodedUnit]) -> dict[str, _RunInfo]:
+    """The runs these units belong to, created when missing ("born")."""
+    starts: dict[str, RunStarted] = {}
+    run_ids: dict[str, None] = {}
+    for unit in units:
+        for record in unit.records:
+            run_ids.setdefault(record.run_id)
+            if isinstance(record, RunStarted):
+                starts.setdefault(record.run_id, record)
+    existing = {run.run_id: run for run in Run.objects.filter(run_id__in=list(run_ids))}
+    runs = {run_id: _RunInfo(run.pk, run.agent, False) for run_id, run in existing.items()}
     now = timezone.now()
     missing = [
         Run(
@@ -368,23 +421,93 @@ def _runs_by_id(run_ids: list[str], starts: dict[str, RunStarted]) -> dict[str, 
             or now,
         )
         for run_id in run_ids
-        if run_id not in runs
+        if run_id not in existing
     ]
     if missing:
-        Run.objects.bulk_create(missing, ignore_conflicts=True)
-        runs.update(
-            {run.run_id: run for run in Run.objects.filter(run_id__in=[r.run_id for r in missing])}
-        )
+        try:
+            with transaction.atomic():
+                Run.objects.bulk_create(missing)
+            runs.update({run.run_id: _RunInfo(run.pk, run.agent, True) for run in missing})
+        except IntegrityError:
+            # Another ingest created some of them meanwhile: none counts as born here.
+            Run.objects.bulk_create(missing, ignore_conflicts=True)
+            for run in Run.objects.filter(run_id__in=[r.run_id for r in missing]):
+                runs[run.run_id] = _RunInfo(run.pk, run.agent, False)
     # A run_started arriving after the run's first lines still names its agent and clock.
     for run_id, start in starts.items():
-        run = runs[run_id]
-        if run.agent or start.agent is None:
+        run = existing.get(run_id)
+        if run is None or run.agent or start.agent is None:
             continue
         run.agent = start.agent[:200]
         run.subject = dict(start.subject)
         run.started_at = parse_timestamp(start.started_at) or run.started_at
         run.save(update_fields=["agent", "subject", "started_at"])
+        runs[run_id].agent = run.agent
     return runs
+
+
+class _RunsInFlight:
+    """Runs born in this ingest, held with their records until the file moves past them
+    (a chunk that does not touch them), then judged from memory: reading them back would
+    cost more than storing them did. Memory stays bounded by what two chunks hold."""
+
+    def __init__(self, active: ActivePolicy, batch: IngestBatch):
+        self.active, self.batch = active, batch
+        self.held: dict[int, RunToJudge] = {}
+
+    def take(self, stored: list[tuple[int, int, Record]], runs: dict[str, _RunInfo]) -> None:
+        by_pk = {info.pk: (run_id, info) for run_id, info in runs.items()}
+        touched: set[int] = set()
+        for run_pk, record_id, record in stored:
+            run = self.held.get(run_pk)
+            if run is None:
+                run_id, info = by_pk[run_pk]
+                if not info.born:
+                    continue  # stored before this ingest: the final sweep judges it
+                run = self.held[run_pk] = RunToJudge(run_pk, run_id, info.agent, [])
+            run.agent = by_pk[run_pk][1].agent
+            run.records.append((record_id, record))
+            touched.add(run_pk)
+        passed = [run for run_pk, run in self.held.items() if run_pk not in touched]
+        for run in passed:
+            del self.held[run.pk]
+        self._judge(passed)
+
+    def judge_rest(self) -> None:
+        self._judge(list(self.held.values()))
+        self.held.clear()
+
+    def _judge(self, runs: list[RunToJudge]) -> None:
+        if not runs:
+            return
+        # Another delivery may have added lines to a run born here; such a run is left to
+        # the final sweep, which reads all of it.
+        stored = dict(
+            TraceRecord.objects.filter(run_id__in=[run.pk for run in runs])
+            .order_by()
+            .values_list("run_id")
+            .annotate(records=Count("id"))
+        )
+        whole = [run for run in runs if stored.get(run.pk) == len(run.records)]
+        record_judgements(whole, active=self.active, batch=self.batch)
+
+
+def _touched_runs(batch: IngestBatch, active: ActivePolicy) -> tuple[list[int], list[int]]:
+    """The runs this batch stored records for, and those of them whose current judgement
+    does not cover their last record under the active policy."""
+    runs, judged = Run._meta.db_table, Judgement._meta.db_table
+    records, lines = TraceRecord._meta.db_table, TraceLine._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT r.id, (j.id IS NULL OR j.policy_number <> %s OR j.through_record_id < "
+            f"(SELECT max(last.id) FROM {records} last WHERE last.run_id = r.id)) "
+            f"FROM {runs} r LEFT JOIN {judged} j ON j.id = r.current_judgement_id "
+            f"WHERE r.id IN (SELECT rec.run_id FROM {records} rec "
+            f"JOIN {lines} l ON l.id = rec.line_id WHERE l.batch_id = %s)",
+            [active.number, batch.pk],
+        )
+        rows = cursor.fetchall()
+    return [run_pk for run_pk, _ in rows], [run_pk for run_pk, due in rows if due]
 
 
 def expand_paths(paths: Iterable[str]) -> list[Path]:

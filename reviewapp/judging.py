@@ -1,7 +1,10 @@
-"""Judging stored runs with the engine, storing what it said, and opening tickets.
+"""Judging runs with the engine, storing what it said, and opening tickets.
 
 Judging is idempotent: a run whose current judgement already covers its last record under
-the same policy is left alone, and tickets are unique per run and key."""
+the same policy is left alone, and tickets are unique per run and key. A run's current
+judgement only ever moves forward (to one covering later records, or the same records under
+a newer policy), so two ingests judging one run at once cannot leave the older view current.
+"""
 
 from __future__ import annotations
 
@@ -10,12 +13,13 @@ import json
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 
 from reviewapp.bulk import insert_rows
-from reviewapp.engine import Observation, RecordError, RunJudgement, judge_run, parse_record
+from reviewapp.engine import Observation, Record, RecordError, judge_run, parse_record
 from reviewapp.models import Finding, IngestBatch, Judgement, Run, Ticket, TraceRecord, Verdict
 from reviewapp.policies import ActivePolicy
 
@@ -67,137 +71,216 @@ def stored_engine_records(run_pks: list[int]) -> dict[int, list[tuple[int, Any]]
     return by_run
 
 
+@dataclass(slots=True)
+class RunToJudge:
+    """A run with every engine record it has, each with its stored id, in recording order."""
+
+    pk: int
+    run_id: str
+    agent: str
+    records: list[tuple[int, Record]]
+
+
 def judge_stored_runs(run_pks: Iterable[int], *, active: ActivePolicy, batch: IngestBatch) -> None:
-    """Judge these runs under the active policy, store verdicts and findings, open tickets."""
+    """Judge these runs from their stored records unless their current judgement already
+    covers them under the active policy; store what the engine said, open tickets."""
     for block in _chunks(sorted(set(run_pks)), RUNS_PER_BLOCK):
         with transaction.atomic():
-            _judge_block(block, active=active, batch=batch)
+            runs = Run.objects.filter(pk__in=block).select_related("current_judgement")
+            records = stored_engine_records(block)
+            due = [
+                RunToJudge(run.pk, run.run_id, run.agent, records[run.pk])
+                for run in runs
+                if records.get(run.pk) and not _is_current(run, records[run.pk][-1][0], active)
+            ]
+            record_judgements(due, active=active, batch=batch)
 
 
-def _judge_block(run_pks: list[int], *, active: ActivePolicy, batch: IngestBatch) -> None:
-    runs = {
-        run.pk: run
-        for run in Run.objects.filter(pk__in=run_pks).select_related("current_judgement")
-    }
-    records = stored_engine_records(run_pks)
-    pending: list[tuple[Run, Judgement, RunJudgement, dict[str, Observation]]] = []
-    for run_pk, run_records in records.items():
-        run = runs[run_pk]
-        through = run_records[-1][0]
-        current = run.current_judgement
-        if current and (current.policy_number, current.through_record_id) == (
-            active.number,
-            through,
-        ):
-            continue
-        engine_records = [record for _, record in run_records]
-        result = judge_run(run.run_id, engine_records, active.policy)
-        judgement = Judgement(
-            run=run,
-            purpose=Judgement.Purpose.ACTIVE,
-            policy_version=active.version,
-            policy_number=active.number,
-            through_record_id=through,
-            verdict_count=len(result.verdicts),
-            conflict_count=sum(v.kind == "conflict" for v in result.verdicts),
-            unsafe_count=sum(v.unsafe for v in result.verdicts),
-            finding_count=len(result.findings),
-        )
-        observations = {r.observation_id: r for r in engine_records if isinstance(r, Observation)}
-        pending.append((run, judgement, result, observations))
-    if not pending:
+def _is_current(run: Run, through: int, active: ActivePolicy) -> bool:
+    current = run.current_judgement
+    return current is not None and (current.policy_number, current.through_record_id) == (
+        active.number,
+        through,
+    )
+
+
+def record_judgements(runs: list[RunToJudge], *, active: ActivePolicy, batch: IngestBatch) -> None:
+    """Judge these runs, store judgements, verdicts and findings, make each judgement its
+    run's current one unless a newer one is already there, and open tickets for those."""
+    if not runs:
         return
-
-    insert_rows(Judgement, [judgement for _, judgement, _, _ in pending], assign_ids=True)
+    results = [
+        (run, judge_run(run.run_id, [r for _, r in run.records], active.policy)) for run in runs
+    ]
+    policy_version_id = active.version.pk if active.version else None
+    judgement_ids = insert_rows(
+        Judgement,
+        (
+            "run_id",
+            "purpose",
+            "policy_version_id",
+            "policy_number",
+            "through_record_id",
+            "verdict_count",
+            "conflict_count",
+            "unsafe_count",
+            "finding_count",
+        ),
+        [
+            (
+                run.pk,
+                Judgement.Purpose.ACTIVE.value,
+                policy_version_id,
+                active.number,
+                run.records[-1][0],
+                len(result.verdicts),
+                sum(v.kind == "conflict" for v in result.verdicts),
+                sum(v.unsafe for v in result.verdicts),
+                len(result.findings),
+            )
+            for run, result in results
+        ],
+        return_ids=True,
+    )
     verdict_rows, finding_rows = [], []
-    for run, judgement, result, _ in pending:
+    for judgement_id, (run, result) in zip(judgement_ids, results, strict=True):
         verdict_rows.extend(
-            Verdict(judgement=judgement, run=run, position=i, **v.as_dict())
+            (judgement_id, run.pk, i, v.entity, v.field, v.action, v.kind, v.reason, v.rule)
+            + (v.value, list(v.evidence), v.unsafe)
             for i, v in enumerate(result.verdicts)
         )
         finding_rows.extend(
-            Finding(
-                judgement=judgement, run=run, position=i, kind=f.kind, evidence=list(f.evidence)
-            )
+            (judgement_id, run.pk, i, f.kind, list(f.evidence))
             for i, f in enumerate(result.findings)
         )
-    insert_rows(Verdict, verdict_rows, assign_ids=True)
-    insert_rows(Finding, finding_rows, assign_ids=True)
-    _point_runs_at([judgement for _, judgement, _, _ in pending])
-    _open_tickets(pending, verdict_rows, finding_rows, active=active, batch=batch)
-
-
-def _point_runs_at(judgements: list[Judgement]) -> None:
-    """Make these judgements their runs' current ones, in one statement."""
-    runs, judged = Run._meta.db_table, Judgement._meta.db_table
-    placeholders = ", ".join(["%s"] * len(judgements))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {runs} SET current_judgement_id = j.id FROM {judged} j "
-            f"WHERE j.run_id = {runs}.id AND j.id IN ({placeholders})",
-            [j.pk for j in judgements],
-        )
-
-
-def _open_tickets(
-    pending, verdict_rows, finding_rows, *, active: ActivePolicy, batch: IngestBatch
-) -> None:
-    observations_by_judgement = {judgement.pk: obs for _, judgement, _, obs in pending}
-    tickets = []
-    for verdict in verdict_rows:
-        if verdict.kind != "conflict":
-            continue
-        observations = observations_by_judgement[verdict.judgement_id]
-        involved = [observations[i] for i in verdict.evidence if i in observations]
-        label = conflict_family(verdict.field, verdict.action, involved)
-        tickets.append(
-            Ticket(
-                run=verdict.run,
-                key=ticket_key("conflict", verdict.entity, verdict.field),
-                kind=Ticket.Kind.CONFLICT,
-                entity=verdict.entity,
-                field=verdict.field,
-                reason=verdict.reason or "",
-                action=verdict.action or "",
-                unsafe=verdict.unsafe,
-                sources=",".join(sorted({o.source for o in involved})),
-                agent=verdict.run.agent,
-                fingerprint=_fingerprint(label),
-                fingerprint_label=label,
-                verdict=verdict,
-                policy_number=active.number,
-                batch=batch,
-            )
-        )
-    for finding in finding_rows:
-        label = f"{finding.kind} · {finding.run.agent or 'unknown agent'}"
-        tickets.append(
-            Ticket(
-                run=finding.run,
-                key=ticket_key("finding", finding.kind),
-                kind=Ticket.Kind.FINDING,
-                finding_kind=finding.kind,
-                reason=finding.kind,
-                agent=finding.run.agent,
-                fingerprint=_fingerprint(label),
-                fingerprint_label=label,
-                finding=finding,
-                policy_number=active.number,
-                batch=batch,
-            )
-        )
+    verdict_ids = insert_rows(
+        Verdict,
+        ("judgement_id", "run_id", "position", "entity", "field", "action", "kind", "reason")
+        + ("rule", "value", "evidence", "unsafe"),
+        verdict_rows,
+        return_ids=True,
+    )
+    finding_ids = insert_rows(
+        Finding,
+        ("judgement_id", "run_id", "position", "kind", "evidence"),
+        finding_rows,
+        return_ids=True,
+    )
+    now_current = _make_current(judgement_ids)
+    verdicts = iter(zip(verdict_ids, verdict_rows, strict=True))
+    findings = iter(zip(finding_ids, finding_rows, strict=True))
+    tickets: list[tuple[Any, ...]] = []
+    for judgement_id, (run, result) in zip(judgement_ids, results, strict=True):
+        run_verdicts = [next(verdicts) for _ in result.verdicts]
+        run_findings = [next(findings) for _ in result.findings]
+        if judgement_id in now_current:
+            tickets.extend(_tickets_of(run, result, run_verdicts, run_findings, active, batch))
     _insert_new_tickets(tickets)
 
 
-def _insert_new_tickets(tickets: list[Ticket]) -> None:
+def _make_current(judgement_ids: list[int]) -> set[int]:
+    """Point each run at its new judgement unless its current one is newer or the same
+    (later records, or the same records under a newer policy); the ids that became current."""
+    runs, judged = Run._meta.db_table, Judgement._meta.db_table
+    placeholders = ", ".join(["%s"] * len(judgement_ids))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {runs} SET current_judgement_id = j.id FROM {judged} j "
+            f"WHERE j.id IN ({placeholders}) AND j.run_id = {runs}.id AND NOT EXISTS ("
+            f"SELECT 1 FROM {judged} c WHERE c.id = {runs}.current_judgement_id "
+            "AND (c.through_record_id > j.through_record_id OR (c.through_record_id = "
+            "j.through_record_id AND c.policy_number >= j.policy_number))) "
+            "RETURNING current_judgement_id",
+            judgement_ids,
+        )
+        return {judgement_id for (judgement_id,) in cursor.fetchall()}
+
+
+TICKET_COLUMNS = (
+    "run_id",
+    "key",
+    "kind",
+    "entity",
+    "field",
+    "finding_kind",
+    "reason",
+    "action",
+    "unsafe",
+    "sources",
+    "agent",
+    "fingerprint",
+    "fingerprint_label",
+    "verdict_id",
+    "finding_id",
+    "policy_number",
+    "batch_id",
+)
+
+
+def _tickets_of(run, result, verdicts, findings, active, batch) -> Iterator[tuple[Any, ...]]:
+    """Ticket rows (TICKET_COLUMNS) for a run's conflicts and findings."""
+    observations = {r.observation_id: r for _, r in run.records if isinstance(r, Observation)}
+    for (verdict_id, _), verdict in zip(verdicts, result.verdicts, strict=True):
+        if verdict.kind != "conflict":
+            continue
+        involved = [observations[i] for i in verdict.evidence if i in observations]
+        label = conflict_family(verdict.field, verdict.action, involved)
+        yield (
+            run.pk,
+            ticket_key("conflict", verdict.entity, verdict.field),
+            Ticket.Kind.CONFLICT.value,
+            verdict.entity,
+            verdict.field,
+            "",
+            verdict.reason or "",
+            verdict.action or "",
+            verdict.unsafe,
+            ",".join(sorted({o.source for o in involved})),
+            run.agent,
+            _fingerprint(label),
+            label,
+            verdict_id,
+            None,
+            active.number,
+            batch.pk,
+        )
+    for (finding_id, _), finding in zip(findings, result.findings, strict=True):
+        label = f"{finding.kind} · {run.agent or 'unknown agent'}"
+        yield (
+            run.pk,
+            ticket_key("finding", finding.kind),
+            Ticket.Kind.FINDING.value,
+            None,
+            "",
+            finding.kind,
+            finding.kind,
+            "",
+            False,
+            "",
+            run.agent,
+            _fingerprint(label),
+            label,
+            None,
+            finding_id,
+            active.number,
+            batch.pk,
+        )
+
+
+def _insert_new_tickets(rows: list[tuple[Any, ...]]) -> None:
     """Tickets are unique per run and key: those already open are left as they are."""
+    if not rows:
+        return
     existing = set(
-        Ticket.objects.filter(run_id__in={t.run_id for t in tickets}).values_list("run_id", "key")
+        Ticket.objects.filter(run_id__in={row[0] for row in rows}).values_list("run_id", "key")
     )
-    new = [t for t in tickets if (t.run_id, t.key) not in existing]
+    new = [row for row in rows if (row[0], row[1]) not in existing]
     try:
         with transaction.atomic():
-            insert_rows(Ticket, new)
+            insert_rows(Ticket, TICKET_COLUMNS, new)
     except IntegrityError:
         # Another ingest opened some of them meanwhile.
-        Ticket.objects.bulk_create(new, ignore_conflicts=True)
+        Ticket.objects.bulk_create(
+            [Ticket(**dict(zip(TICKET_COLUMNS, row, strict=True))) for row in new],
+            ignore_conflicts=True,
+        )

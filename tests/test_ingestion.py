@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
+from django.db import transaction
 
 from reviewapp import ingestion
 from reviewapp.ingestion import IngestSummary, create_batch, ingest_batch, ingest_file
@@ -148,6 +149,102 @@ def test_new_lines_for_a_known_run_are_appended_and_judged_again(tmp_path):
     assert Ticket.objects.count() == 1
 
 
+def test_a_run_whose_lines_are_far_apart_in_a_file_is_judged_on_all_of_them(tmp_path, monkeypatch):
+    monkeypatch.setattr(ingestion, "CHUNK_LINES", 2)
+    filler = [observation("r2", f"f{i}", "a", "paid") for i in range(5)]
+    content = b"\n".join(
+        [
+            observation("r1", "o1", "a", "paid"),
+            *filler,
+            observation("r1", "o2", "b", "refunded"),
+            line(runId="r1", type="agent_action", name="refund"),
+        ]
+    )
+    ingest(tmp_path, content + b"\n")
+    run = Run.objects.get(run_id="r1")
+    last_record = run.records.order_by("-id").values_list("id", flat=True)[0]
+    assert run.current_judgement.through_record_id == last_record
+    verdict = run.current_judgement.verdicts.get()
+    assert (verdict.kind, verdict.action, verdict.unsafe) == ("conflict", "refund", True)
+    assert Ticket.objects.filter(run=run).get().action == "refund"
+
+
+def test_runs_judged_while_ingesting_match_a_judgement_of_their_stored_records(monkeypatch):
+    from reviewapp.engine import judge_run
+    from reviewapp.judging import stored_engine_records
+    from reviewapp.policies import active_policy
+
+    monkeypatch.setattr(ingestion, "CHUNK_LINES", 7)
+    for path in sorted(SPEC.glob("*.jsonl")):
+        if not path.name.endswith(".expected.jsonl"):
+            ingest_file(path, channel=IngestBatch.Channel.CLI)
+    runs = list(Run.objects.select_related("current_judgement"))
+    records = stored_engine_records([run.pk for run in runs])
+    for run in runs:
+        expected = judge_run(run.run_id, [r for _, r in records[run.pk]], active_policy().policy)
+        stored = run.current_judgement.verdicts.order_by("position")
+        assert [
+            {k: v for k, v in verdict.items() if k in expected.verdicts[0].as_dict()}
+            for verdict in stored.values()
+        ] == [v.as_dict() for v in expected.verdicts], run.run_id
+        assert run.current_judgement.through_record_id == records[run.pk][-1][0]
+
+
+def test_an_older_judgement_never_replaces_a_newer_current_one(tmp_path):
+    from reviewapp.judging import RunToJudge, record_judgements, stored_engine_records
+    from reviewapp.policies import active_policy
+
+    ingest(
+        tmp_path,
+        observation("r1", "o1", "a", "paid") + b"\n" + observation("r1", "o2", "b", "gone") + b"\n",
+    )
+    run = Run.objects.get()
+    current, tickets = run.current_judgement_id, Ticket.objects.count()
+    partial = stored_engine_records([run.pk])[run.pk][:1]
+    with transaction.atomic():
+        record_judgements(
+            [RunToJudge(run.pk, run.run_id, run.agent, partial)],
+            active=active_policy(),
+            batch=IngestBatch.objects.get(),
+        )
+    run.refresh_from_db()
+    assert Judgement.objects.count() == 2  # stored, as history
+    assert run.current_judgement_id == current
+    assert Ticket.objects.count() == tickets
+
+
+def test_a_run_appended_to_by_another_delivery_mid_ingest_is_judged_on_all_its_lines(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(ingestion, "CHUNK_LINES", 2)
+    first = b"\n".join(
+        [
+            observation("r1", "o1", "a", "paid"),
+            observation("r1", "o2", "a", "paid"),
+            observation("r2", "x1", "a", "paid"),
+            observation("r2", "x2", "a", "paid"),
+        ]
+    )
+    real_store, calls = ingestion._store_chunk, {"n": 0}
+
+    def store_with_a_delivery_in_between(batch_, lines, in_flight):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            monkeypatch.setattr(ingestion, "_store_chunk", real_store)
+            ingest(tmp_path, observation("r1", "o3", "b", "refunded") + b"\n", name="other.jsonl")
+        return real_store(batch_, lines, in_flight)
+
+    monkeypatch.setattr(ingestion, "_store_chunk", store_with_a_delivery_in_between)
+    ingest(tmp_path, first + b"\n")
+    run = Run.objects.get(run_id="r1")
+    assert run.records.count() == 3
+    # Only whole views of r1 were judged: none that missed the other delivery's line.
+    assert list(Judgement.objects.filter(run=run).values_list("through_record_id", flat=True)) == [
+        run.records.order_by("-id").values_list("id", flat=True)[0]
+    ]
+    assert run.current_judgement.conflict_count == 1
+
+
 BAD_INPUT = [
     (b"\xff\xfe not utf-8", "invalid UTF-8 at byte 1"),
     (
@@ -237,11 +334,11 @@ def test_a_batch_interrupted_mid_way_finishes_on_retry_without_doubles(tmp_path,
     real_store = ingestion._store_chunk
     calls = {"n": 0}
 
-    def dying_store(batch_, lines):
+    def dying_store(batch_, lines, in_flight):
         calls["n"] += 1
         if calls["n"] == 3:
             raise RuntimeError("worker lost")
-        return real_store(batch_, lines)
+        return real_store(batch_, lines, in_flight)
 
     monkeypatch.setattr(ingestion, "_store_chunk", dying_store)
     with pytest.raises(RuntimeError):
@@ -260,7 +357,12 @@ def test_a_batch_interrupted_mid_way_finishes_on_retry_without_doubles(tmp_path,
     }
     assert TraceLine.objects.count() == 20
     assert Ticket.objects.count() == summary.tickets > 0
-    assert Judgement.objects.count() == 4
+    for run in Run.objects.select_related("current_judgement"):
+        last_record = run.records.order_by("-id").values_list("id", flat=True)[0]
+        assert run.current_judgement.through_record_id == last_record
+    judgements = Judgement.objects.count()
+    assert ingest_batch(batch).as_dict() == summary.as_dict()
+    assert Judgement.objects.count() == judgements
 
 
 def test_stalled_batches_are_found_by_their_heartbeat(tmp_path):
