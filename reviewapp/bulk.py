@@ -7,9 +7,11 @@ through the ORM costs more than the database's own work. Rows are plain tuples."
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
+import psycopg
 from django.db import connection, models
 from django.utils import timezone
 
@@ -99,3 +101,12 @@ def _decoded(row: Sequence[Any], fields: Sequence[Any]) -> list[Any]:
         json.loads(value) if isinstance(value, EncodedJson) else value
         for value, field in zip(row, fields, strict=True)
     ]
+
+
+@contextmanager
+def bound_cursor() -> Iterator[psycopg.Cursor]:
+    """A cursor on Django's PostgreSQL connection (and transaction) that sends parameters
+    apart from the statement: Django's own cursors quote them into the SQL text."""
+    connection.ensure_connection()
+    with psycopg.Cursor(connection.connection) as cursor:
+        yield cursor

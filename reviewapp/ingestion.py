@@ -28,7 +28,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from reviewapp.bulk import insert_rows
+from reviewapp.bulk import bound_cursor, insert_rows
 from reviewapp.engine import (
     AgentAction,
     Observation,
@@ -308,29 +308,34 @@ def _insert_new_lines(
         inserted.update(zip(direct, ids, strict=True))
     pending = [i for i in range(len(lines)) if i not in inserted]
     while pending:
-        returned = _insert_returning(batch, [lines[i] for i in pending])
-        conflicted = []
+        holders = _holders([lines[i].identity for i in pending])
+        again, fresh = [], []
         for i in pending:
+            holder = holders.get(lines[i].identity)
+            if holder is None:
+                fresh.append(i)
+            elif holder[0] == batch.pk and holder[1] != lines[i].raw_line.number:
+                lines[i].occurrence += 1
+                again.append(i)
+        returned = _insert_returning(batch, [lines[i] for i in fresh]) if fresh else {}
+        for i in fresh:
             line_id = returned.get(lines[i].identity)
             if line_id is None:
-                conflicted.append(i)
+                again.append(i)  # stored meanwhile by another delivery: look at it again
             else:
                 inserted[i] = line_id
-        if not conflicted:
-            break
-        holders = {
-            identity: (batch_id, number)
-            for identity, batch_id, number in TraceLine.objects.filter(
-                identity__in=[lines[i].identity for i in conflicted]
-            ).values_list("identity", "batch_id", "line_number")
-        }
-        pending = []
-        for i in conflicted:
-            holder = holders.get(lines[i].identity)
-            if holder and holder[0] == batch.pk and holder[1] != lines[i].raw_line.number:
-                lines[i].occurrence += 1
-                pending.append(i)
+        pending = again
     return inserted
+
+
+def _holders(identities: list[str]) -> dict[str, tuple[int, int]]:
+    """Which batch and line number already hold these identities."""
+    return {
+        identity: (batch_id, number)
+        for identity, batch_id, number in TraceLine.objects.filter(
+            identity__in=identities
+        ).values_list("identity", "batch_id", "line_number")
+    }
 
 
 LINE_COLUMNS = ("batch_id", "identity", "line_number", "raw", "accepted", "reason", "format")
@@ -355,16 +360,19 @@ def _insert_returning(batch: IngestBatch, lines: list[_Line]) -> dict[str, int]:
     values = [
         list(column) for column in zip(*(_line_row(batch, line) for line in lines), strict=True)
     ]
+    sql = f"INSERT INTO {table} ({columns}) {{rows}} ON CONFLICT (identity) DO NOTHING RETURNING identity, id"
     if connection.vendor == "postgresql":
-        # Seven array parameters instead of seven per line: far less to send and to parse.
+        # Seven array parameters instead of seven per line, bound apart from the statement:
+        # quoting the raw bytes into its text would cost more than the insert.
         rows = "SELECT * FROM unnest(%s::bigint[], %s::text[], %s::integer[], %s::bytea[], %s::boolean[], %s::text[], %s::text[])"
-        params: list[Any] = values
-    else:
-        rows = "VALUES " + ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * len(lines))
-        params = [value for row in zip(*values, strict=True) for value in row]
-    sql = f"INSERT INTO {table} ({columns}) {rows} ON CONFLICT (identity) DO NOTHING RETURNING identity, id"
+        with bound_cursor() as cursor:
+            cursor.execute(sql.format(rows=rows), values, binary=True)
+            return dict(cursor.fetchall())
+    rows = "VALUES " + ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * len(lines))
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(
+            sql.format(rows=rows), [value for row in zip(*values, strict=True) for value in row]
+        )
         return dict(cursor.fetchall())
 
 
