@@ -7,6 +7,10 @@ DATABASE_URL names, migrates it, ingests the file with `manage.py ingest --json`
 store raw lines, store records, judge, open tickets), then COPYs the same lines into a
 plain table of the same database: the raw limit. Prints lines/s for both, the ingest's
 peak memory, and one JSON line with `ratio` (ours / COPY) and `goal` (0.25).
+
+It also times the engine alone on the same file (decode, check and judge in this process,
+no database): no ingest can run faster than its own oracle, so `engine_ratio` (engine
+alone / COPY) is the ceiling any `ratio` can reach on this machine.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.engine import generate_lines  # noqa: E402
+from reviewapp.engine import decode_line, judge_run, load_policy, parse_record  # noqa: E402
 
 GOAL = 0.25
 
@@ -46,6 +51,25 @@ def write_trace(path: Path, lines_wanted: int, seed: int) -> int:
                     break
             batch += 1
     return written
+
+
+def engine_alone(trace: Path) -> float:
+    """Seconds to decode, check and judge every run of the file with the default policy;
+    runs are contiguous in the generated file, so one is held at a time."""
+    policy = load_policy(json.loads((ROOT / "reviewapp" / "default_policy.json").read_text()))
+    started = time.perf_counter()
+    run_id, records = None, []
+    with trace.open("rb") as source:
+        for raw in source:
+            record = parse_record(decode_line(raw))
+            if record.run_id != run_id and records:
+                judge_run(run_id, records, policy)
+                records = []
+            run_id = record.run_id
+            records.append(record)
+    if records:
+        judge_run(run_id, records, policy)
+    return time.perf_counter() - started
 
 
 def admin_url(url: str, database: str) -> str:
@@ -101,16 +125,21 @@ def main() -> None:
                         copy.write_row((number, raw.rstrip(b"\n").decode()))
                 conn.commit()
                 copy_seconds = time.perf_counter() - started
+            engine_seconds = engine_alone(trace)
     finally:
         with psycopg.connect(admin_url(url, "postgres"), autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{bench_db}" WITH (FORCE)')
 
-    ours, limit = lines / ingest_seconds, lines / copy_seconds
+    ours, limit, engine = lines / ingest_seconds, lines / copy_seconds, lines / engine_seconds
     print(f"{lines:,} lines ({size / 2**20:,.0f} MiB): {summary}")
     print(
         f"manage.py ingest: {ours:12,.0f} lines/s  ({ingest_seconds:.1f} s, peak RSS {peak_rss_mib:,.0f} MiB)"
     )
     print(f"COPY (raw limit): {limit:12,.0f} lines/s  ({copy_seconds:.1f} s)")
+    print(
+        f"engine alone:     {engine:12,.0f} lines/s  ({engine_seconds:.1f} s, no database:"
+        f" the ceiling is ratio {engine / limit:.3f})"
+    )
     print(
         json.dumps(
             {
@@ -119,6 +148,8 @@ def main() -> None:
                 "bytes": size,
                 "ingest_lines_per_s": round(ours),
                 "copy_lines_per_s": round(limit),
+                "engine_alone_lines_per_s": round(engine),
+                "engine_ratio": round(engine / limit, 3),
                 "ingest_seconds": round(ingest_seconds, 2),
                 "peak_rss_mib": round(peak_rss_mib),
                 "summary": summary,
