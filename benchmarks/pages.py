@@ -7,10 +7,12 @@ at the end), seeds N tickets with bulk inserts plus real ingested runs, then req
 in-process with Django's test client, interleaved round by round: the queue unfiltered and
 filtered, a ticket page, and the API-token page (session, user, permissions and one small
 query: the trivial limit). Then the first look at each of --first-views tickets never opened
-(their evidence is read and rendered), and the queue right after a change (its counts
-computed again). Prints median and p95 per page; the last line is one JSON object with
-`ratio` = worst p95 of the queue, the ticket page and the first look / trivial p95, and
-`goal` (3.0); `cold_ratio` is the same for the queue right after a change.
+(their evidence is read and rendered), and the queue right after a change: a ticket is closed
+or reopened (as a reviewer does, through reviewapp.tickets) and the whole cache emptied, so
+nothing of the page is served from it. Prints median and p95 per page; the last line is one
+JSON object with `ratio` = worst p95 of every page but the trivial one / trivial p95, and
+`goal` (3.0); `warm_ratio` leaves out the queue right after a change, `cold_ratio` is that
+queue alone.
 """
 
 from __future__ import annotations
@@ -103,9 +105,24 @@ def p95(samples: list[float]) -> float:
     return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
+def change_a_ticket(ticket_id: int, reviewer, round_number: int) -> None:
+    """What a reviewer does all day: close an open ticket, then reopen it."""
+    from reviewapp import tickets
+    from reviewapp.models import Ticket
+
+    ticket = Ticket.objects.get(pk=ticket_id)
+    if round_number % 2 == 0:
+        tickets.close(ticket, revision=ticket.revision, actor=reviewer, resolution="unexplained")
+    else:
+        tickets.reopen(ticket, revision=ticket.revision, actor=reviewer)
+
+
 def measure(pages: dict[str, str], unseen: list[str], rounds: int, cold_rounds: int):
+    from reviewapp.models import Ticket
+
     client = Client()
-    client.force_login(get_user_model().objects.get(username="bench-reviewer"))
+    reviewer = get_user_model().objects.get(username="bench-reviewer")
+    client.force_login(reviewer)
     for url in pages.values():  # warm up: templates compiled, connections open
         for _ in range(5):
             timed_get(client, url)
@@ -115,10 +132,12 @@ def measure(pages: dict[str, str], unseen: list[str], rounds: int, cold_rounds: 
             samples[name].append(timed_get(client, url))
     # The first look at a ticket: its evidence is read and rendered, then kept.
     samples["ticket_first_view"] = [timed_get(client, url) for url in unseen]
-    # The queue just after any ticket changed: the counts are computed again.
+    # The queue just after a ticket changed, with nothing of it in the cache.
+    changed = Ticket.objects.filter(state=Ticket.State.OPEN).order_by("pk").values("pk")[0]["pk"]
     for name in ("queue", "queue_filtered"):
         cold = []
-        for _ in range(cold_rounds):
+        for round_number in range(cold_rounds):
+            change_a_ticket(changed, reviewer, round_number)
             cache.clear()
             cold.append(timed_get(client, pages[name]))
         samples[f"{name}_cold"] = cold
@@ -158,10 +177,11 @@ def main() -> None:
     for name, figure in figures.items():
         print(f"{name:<22}{figure['median_ms']:>12.2f}{figure['p95_ms']:>10.2f}")
     trivial = figures["trivial"]["p95_ms"]
-    decisive = ("queue", "queue_filtered", "ticket", "ticket_first_view")
-    worst = max(figures[name]["p95_ms"] for name in decisive)
-    worst_cold = max(figures[name]["p95_ms"] for name in ("queue_cold", "queue_filtered_cold"))
-    ratio = worst / trivial
+    warm = ("queue", "queue_filtered", "ticket", "ticket_first_view")
+    cold = ("queue_cold", "queue_filtered_cold")
+    worst_warm = max(figures[name]["p95_ms"] for name in warm)
+    worst_cold = max(figures[name]["p95_ms"] for name in cold)
+    ratio = max(worst_warm, worst_cold) / trivial
     print(
         json.dumps(
             {
@@ -170,6 +190,7 @@ def main() -> None:
                 "rounds": args.rounds,
                 "pages": figures,
                 "ratio": round(ratio, 2),
+                "warm_ratio": round(worst_warm / trivial, 2),
                 "cold_ratio": round(worst_cold / trivial, 2),
                 "goal": GOAL,
                 "met": ratio <= GOAL,

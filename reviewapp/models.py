@@ -349,6 +349,14 @@ class Ticket(models.Model):
             # families and new reviewers are where a plain index on created_at is slowest.
             models.Index(fields=["fingerprint", "-created_at"], name="ticket_family_created"),
             models.Index(fields=["assignee", "-created_at"], name="ticket_assignee_created"),
+            # The queue filtered by reason (a reviewer's first filter) counts its tickets from
+            # this index alone, never reading the table. Unfiltered, the counts are kept by
+            # triggers (TicketFacetDelta).
+            models.Index(
+                fields=["state", "reason", "unsafe"],
+                include=["finding_kind", "field", "action", "sources", "assignee", "agent"],
+                name="ticket_reason_counted",
+            ),
         ]
         # The app's capabilities; roles (groups) are made of them in reviewapp/roles.py.
         permissions = [
@@ -361,6 +369,23 @@ class Ticket(models.Model):
     def __str__(self) -> str:
         subject = self.field if self.kind == self.Kind.CONFLICT else self.finding_kind
         return f"#{self.pk} {subject} in {self.run}"
+
+
+class TicketFacetDelta(models.Model):
+    """How many tickets have each value of each counted queue filter, per state: the sum of
+    a (state, dimension, value)'s rows is its count. Written only by PostgreSQL triggers on
+    Ticket (migration 0007), which append a row per change instead of updating a total: two
+    transactions never wait for each other here. Reading folds the rows together now and
+    then (reviewapp/tickets.py). Values are stored as the queue shows them, except the
+    assignee, kept as a user id ("" for nobody)."""
+
+    state = models.CharField(max_length=10)
+    dimension = models.CharField(max_length=20)
+    value = models.TextField()
+    tickets = models.IntegerField()
+
+    def __str__(self) -> str:
+        return f"{self.state} {self.dimension}={self.value}: {self.tickets:+d}"
 
 
 class AuditEvent(models.Model):

@@ -23,7 +23,7 @@ from django.db import connection, transaction
 from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
-from reviewapp.models import AuditEvent, Ticket, TicketComment
+from reviewapp.models import AuditEvent, Ticket, TicketComment, TicketFacetDelta
 from reviewapp.roles import WORK_TICKET
 
 # The causes a reviewer is offered; POLICY is given when a newer policy version settles tickets.
@@ -164,10 +164,10 @@ def filtered_tickets(filters: QueueFilters, user) -> QuerySet[Ticket]:
 
 
 def queue_page(filters: QueueFilters, user, *, number: int, per_page: int) -> QuerySet[Ticket]:
-    """One page of the filtered queue, sorted, with what a row shows (read when used)."""
+    """One page of the filtered queue, sorted (read when used: ask for the columns shown)."""
     start = (max(number, 1) - 1) * per_page
     tickets = filtered_tickets(filters, user).order_by(*SORTS[filters.sort])
-    return tickets.select_related("run", "assignee")[start : start + per_page]
+    return tickets[start : start + per_page]
 
 
 @dataclass(frozen=True)
@@ -218,9 +218,63 @@ def facet_counts(filters: QueueFilters, user) -> Facets:
     version = queue_version(filters, user)
 
     def count() -> Facets:
+        if _counted_by_the_database(filters):
+            return replace(_kept_facets(filters.state), version=version)
         return replace(_count_facets(filtered_tickets(filters, user)), version=version)
 
     return _cached(f"tickets:facets:{version}", count)
+
+
+def _counted_by_the_database(filters: QueueFilters) -> bool:
+    """PostgreSQL keeps the counts of the queue filtered by state alone (the desk's home),
+    as tickets change (see TicketFacetDelta); any other filter counts the tickets it selects."""
+    only_state = replace(filters, state=QueueFilters.state, sort="newest", group="")
+    return connection.vendor == "postgresql" and only_state == QueueFilters()
+
+
+# Past this many rows making up the kept counts, reading folds them into one row per value.
+FOLD_FACET_ROWS_AFTER = 1000
+
+
+def _kept_facets(state: str) -> Facets:
+    """The counts PostgreSQL keeps for the tickets in `state` ("" for any), one short read."""
+    states = [state] if state else list(Ticket.State.values)
+    deltas, users = TicketFacetDelta._meta.db_table, get_user_model()._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT d.dimension, COALESCE(MAX(u.username), d.value), SUM(d.tickets), COUNT(*) "
+            f"FROM {deltas} AS d LEFT JOIN {users} AS u "
+            f"ON d.dimension = 'assignee' AND CAST(u.id AS TEXT) = d.value "
+            f"WHERE d.state = ANY(%s) GROUP BY d.dimension, d.value",
+            [states],
+        )
+        found = cursor.fetchall()
+    if sum(rows for *_, rows in found) > FOLD_FACET_ROWS_AFTER:
+        fold_facet_deltas()
+    tallies: dict[str, Counter[str]] = {name: Counter() for name in FACETS}
+    for dimension, value, n, _ in found:
+        if n and dimension in tallies:
+            if dimension == "assignee" and not value:
+                value = ASSIGNEE_NONE
+            tallies[dimension][value] += n
+    return _facets(tallies)
+
+
+def fold_facet_deltas() -> None:
+    """Replace the rows of the kept counts by one row per value with their sum. The rows of
+    transactions still running are not seen, so not folded: they are summed later."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        # One fold at a time; one already running does the work.
+        cursor.execute("SELECT pg_try_advisory_xact_lock(hashtext('crosscheck_fold_facets'))")
+        if not cursor.fetchone()[0]:
+            return
+        deltas = TicketFacetDelta._meta.db_table
+        cursor.execute(
+            f"WITH folded AS (DELETE FROM {deltas} RETURNING state, dimension, value, tickets) "
+            f"INSERT INTO {deltas} (state, dimension, value, tickets) "
+            f"SELECT state, dimension, value, SUM(tickets) FROM folded "
+            f"GROUP BY state, dimension, value HAVING SUM(tickets) <> 0"
+        )
 
 
 def _facet_rows(tickets: QuerySet[Ticket]) -> list[tuple[int, str | None, int]]:
@@ -278,6 +332,11 @@ def _count_facets(tickets: QuerySet[Ticket]) -> Facets:
             for v, n in tallies["assignee"].items()
         }
     )
+    return _facets(tallies)
+
+
+def _facets(tallies: dict[str, Counter[str]]) -> Facets:
+    """Facets from counts per value of each dimension, as the queue shows them."""
     return Facets(
         total=sum(tallies["state"].values()),
         counts={

@@ -13,7 +13,8 @@ from tests.seeding import conflict_run, ingest_lines, review_desk_trace, seed_ti
 pytestmark = pytest.mark.django_db
 
 # Session, user, two for permissions, two for the counts' data stamp, the page of tickets,
-# the people one may assign to; cold, the counts (and usernames, and families) too.
+# the people one may assign to; cold, the counts (kept by PostgreSQL for the unfiltered
+# queue; counted, with usernames, for the others; and families) too.
 QUEUE_QUERIES_WARM = 8
 QUEUE_QUERIES_COLD = 11
 # Session, user, two for permissions, the ticket, the data stamp, newer versions that

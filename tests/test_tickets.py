@@ -10,7 +10,7 @@ from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from reviewapp import tickets
-from reviewapp.models import AuditEvent, Ticket, TicketComment
+from reviewapp.models import AuditEvent, Ticket, TicketComment, TicketFacetDelta
 from tests.seeding import ingest_lines, review_desk_trace, seed_tickets
 
 pytestmark = pytest.mark.django_db
@@ -194,6 +194,49 @@ def test_counts_include_tickets_opened_since(desk, reviewer, tmp_path):
     more = [line.replace('"run-', '"again-run-') for line in review_desk_trace()]
     ingest_lines(tmp_path, more, "more.jsonl")
     assert tickets.facet_counts(tickets.QueueFilters(), reviewer).total == 8
+
+
+def kept_and_counted(state: str, user) -> tuple[dict, dict]:
+    """The counts PostgreSQL keeps for the queue filtered by `state`, beside the same counts
+    made by reading the tickets."""
+    filters = tickets.QueueFilters(state=state)
+    assert tickets._counted_by_the_database(filters)
+    kept = tickets._kept_facets(state).counts
+    counted = tickets._count_facets(tickets.filtered_tickets(filters, user)).counts
+    return kept, counted
+
+
+def test_the_kept_counts_follow_ingests_and_every_kind_of_change(
+    seeded, desk, reviewer, second_reviewer, tmp_path
+):
+    # Ingested tickets arrive by COPY, seeded ones by INSERT; now change some of each.
+    tickets.claim(desk["run-stale"], revision=1, actor=reviewer)
+    tickets.close(desk["run-partial"], revision=1, actor=reviewer, resolution="unexplained")
+    open_seeded = {t.pk: t.revision for t in seeded if t.state == "open"}
+    some = dict(list(open_seeded.items())[:30])
+    tickets.assign_many(some, actor=reviewer, assignee=second_reviewer)
+    closed = tickets.close_many(
+        dict(Ticket.objects.filter(pk__in=some).values_list("pk", "revision")),
+        actor=reviewer,
+        resolution="explained",
+        cause="replica-lag",
+    )
+    assert len(closed.changed) == 30
+    reopened = Ticket.objects.filter(state="closed").order_by("pk").first()
+    tickets.reopen(reopened, revision=reopened.revision, actor=second_reviewer)
+    ingest_lines(tmp_path, [line.replace('"run-', '"more-run-') for line in review_desk_trace()])
+    for state in ("open", "closed", ""):
+        kept, counted = kept_and_counted(state, reviewer)
+        assert kept == counted
+    assert dict(kept["state"]) == dict(Counter(Ticket.objects.values_list("state", flat=True)))
+
+
+def test_folding_the_kept_counts_changes_none_of_them(seeded, reviewer):
+    before = kept_and_counted("open", reviewer)[0]
+    tickets.fold_facet_deltas()
+    assert kept_and_counted("open", reviewer)[0] == before
+    rows = TicketFacetDelta.objects.values_list("state", "dimension", "value")
+    assert len(rows) == len(set(rows)), "one row per value once folded"
 
 
 def test_families_are_counted_largest_first(seeded, reviewer):
