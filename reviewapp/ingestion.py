@@ -57,14 +57,14 @@ class IngestSummary:
     rejected: int = 0
     runs: int = 0
     tickets: int = 0
-    # Which runs were touched, so that summaries of several files count each run once.
-    run_pks: set[int] = field(default_factory=set, repr=False, compare=False)
+    # Which batches were summed, so that several files count each run they share once.
+    batch_pks: set[int] = field(default_factory=set, repr=False, compare=False)
 
     def add(self, other: IngestSummary) -> None:
         for name in ("lines", "accepted", "duplicates", "rejected", "tickets"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.run_pks |= other.run_pks
-        self.runs = len(self.run_pks)
+        self.batch_pks |= other.batch_pks
+        self.runs = count_runs_touched(self.batch_pks)
 
     def as_dict(self) -> dict[str, int]:
         return {
@@ -151,8 +151,7 @@ def ingest_batch(batch: IngestBatch, *, progress: Progress | None = None) -> Ing
         lines = _store_file(batch, progress, in_flight)
         with transaction.atomic():
             in_flight.judge_rest()
-        touched, due = _touched_runs(batch, active)
-        judge_stored_runs(due, active=active, batch=batch)
+        judge_stored_runs(_runs_to_judge(batch, active), active=active, batch=batch)
     except Exception as exc:
         IngestBatch.objects.filter(pk=batch.pk).update(
             state=IngestBatch.State.FAILED,
@@ -173,9 +172,9 @@ def ingest_batch(batch: IngestBatch, *, progress: Progress | None = None) -> Ing
         accepted=stored[True],
         rejected=stored[False],
         duplicates=lines - stored[True] - stored[False],
-        runs=len(touched),
+        runs=count_runs_touched({batch.pk}),
         tickets=Ticket.objects.filter(batch=batch).count(),
-        run_pks=set(touched),
+        batch_pks={batch.pk},
     )
     IngestBatch.objects.filter(pk=batch.pk).update(
         state=IngestBatch.State.DONE,
@@ -500,22 +499,39 @@ class _RunsInFlight:
         record_judgements(whole, active=self.active, batch=self.batch)
 
 
-def _touched_runs(batch: IngestBatch, active: ActivePolicy) -> tuple[list[int], list[int]]:
-    """The runs this batch stored records for, and those of them whose current judgement
-    does not cover their last record under the active policy."""
+def _runs_to_judge(batch: IngestBatch, active: ActivePolicy) -> list[int]:
+    """The runs this batch stored records for whose current judgement does not cover their
+    last record under the active policy (counted in the database: memory stays flat)."""
     runs, judged = Run._meta.db_table, Judgement._meta.db_table
-    records, lines = TraceRecord._meta.db_table, TraceLine._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT r.id, (j.id IS NULL OR j.policy_number <> %s OR j.through_record_id < "
-            f"(SELECT max(last.id) FROM {records} last WHERE last.run_id = r.id)) "
-            f"FROM {runs} r LEFT JOIN {judged} j ON j.id = r.current_judgement_id "
-            f"WHERE r.id IN (SELECT rec.run_id FROM {records} rec "
-            f"JOIN {lines} l ON l.id = rec.line_id WHERE l.batch_id = %s)",
-            [active.number, batch.pk],
+            f"SELECT r.id FROM {runs} r LEFT JOIN {judged} j ON j.id = r.current_judgement_id "
+            f"WHERE r.id IN ({_RUNS_OF_BATCHES.format(placeholders='%s')}) "
+            "AND (j.id IS NULL OR j.policy_number <> %s OR j.through_record_id < "
+            f"(SELECT max(last.id) FROM {TraceRecord._meta.db_table} last WHERE last.run_id = r.id))",
+            [batch.pk, active.number],
         )
-        rows = cursor.fetchall()
-    return [run_pk for run_pk, _ in rows], [run_pk for run_pk, due in rows if due]
+        return [run_pk for (run_pk,) in cursor.fetchall()]
+
+
+def count_runs_touched(batch_pks: set[int]) -> int:
+    """How many runs these batches stored records for."""
+    if not batch_pks:
+        return 0
+    placeholders = ", ".join(["%s"] * len(batch_pks))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT count(*) FROM ({_RUNS_OF_BATCHES.format(placeholders=placeholders)}) runs",
+            sorted(batch_pks),
+        )
+        return cursor.fetchone()[0]
+
+
+_RUNS_OF_BATCHES = (
+    f"SELECT DISTINCT rec.run_id FROM {TraceRecord._meta.db_table} rec "
+    f"JOIN {TraceLine._meta.db_table} line ON line.id = rec.line_id "
+    "WHERE line.batch_id IN ({placeholders})"
+)
 
 
 def expand_paths(paths: Iterable[str]) -> list[Path]:
