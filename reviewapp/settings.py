@@ -119,6 +119,9 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
+# Failed sign-ins before an account is locked out for a while (see reviewapp/sign_in.py).
+SIGN_IN_MAX_FAILURES = env_int("SIGN_IN_MAX_FAILURES", 5)
+SIGN_IN_LOCKOUT_SECONDS = env_int("SIGN_IN_LOCKOUT_SECONDS", 15 * 60)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"

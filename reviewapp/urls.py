@@ -1,11 +1,16 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
+from reviewapp.sign_in import ThrottledAuthenticationForm
 from reviewapp.views import api, dashboard, ingest, policy, tickets
 
 urlpatterns = [
     # Sign-in
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path(
+        "login/",
+        auth_views.LoginView.as_view(authentication_form=ThrottledAuthenticationForm),
+        name="login",
+    ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", dashboard.dashboard, name="dashboard"),
     # Ingest

@@ -25,7 +25,7 @@ def test_logging_in_lands_on_the_dashboard(client, reviewer):
 def test_a_wrong_password_is_refused(client, reviewer):
     response = client.post(reverse("login"), {"username": "rita", "password": "wrong"})
     assert response.status_code == 200
-    assert b"didn't match" in response.content
+    assert b"Please enter a correct username and password" in response.content
 
 
 def test_the_layout_wires_htmx_locally_with_the_csrf_header(client, reviewer):
