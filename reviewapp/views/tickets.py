@@ -345,8 +345,8 @@ def ticket_detail(request: HttpRequest, ticket_id: int) -> HttpResponse:
     context = {
         **_work_context(request, ticket),
         # What was judged never changes: the template caches its part of the page for good,
-        # and the evidence is read only when that cache has nothing yet.
-        "evidence": SimpleLazyObject(lambda: ticket_evidence(with_judgement(ticket))),
+        # and calls this (once, through {% with %}) only when that cache has nothing yet.
+        "read_evidence": lambda: ticket_evidence(with_judgement(ticket)),
         "evidence_seconds": EVIDENCE_CACHE_SECONDS,
         # One more than shown tells whether there are more.
         "family_tickets": family.order_by("-created_at", "-id").values(
