@@ -291,9 +291,11 @@ def _insert_new_lines(
     """Insert lines not stored yet; {index in chunk: new line id}.
 
     Lines of runs born in this chunk are new by construction and go straight in. For the
-    others, a conflict with a line of this same batch at another line number means
-    identical bytes seen earlier in the file: that makes this one a later occurrence, so it
-    is tried again as such. Any other conflict is a line delivered before."""
+    others, the identities already stored are looked up first. One held by this same batch
+    at another line number means identical bytes seen earlier in the file: this line is a
+    later occurrence, and is looked up again as such. Any other holder means the line was
+    delivered before. The rest are inserted; one that another delivery stored meanwhile is
+    looked up again."""
     inserted: dict[int, int] = {}
     direct = [
         i
