@@ -418,41 +418,54 @@ def _ensure_runs(units: list[DecodedUnit]) -> dict[str, _RunInfo]:
             run_ids.setdefault(record.run_id)
             if isinstance(record, RunStarted):
                 starts.setdefault(record.run_id, record)
-    existing = {run.run_id: run for run in Run.objects.filter(run_id__in=list(run_ids))}
-    runs = {run_id: _RunInfo(run.pk, run.agent, False) for run_id, run in existing.items()}
-    now = timezone.now()
-    missing = [
-        Run(
-            run_id=run_id,
-            agent=(starts[run_id].agent or "")[:200] if run_id in starts else "",
-            subject=dict(starts[run_id].subject) if run_id in starts else None,
-            started_at=(parse_timestamp(starts[run_id].started_at) if run_id in starts else None)
-            or now,
-        )
-        for run_id in run_ids
-        if run_id not in existing
-    ]
+    runs = _known_runs(list(run_ids))
+    missing = [run_id for run_id in run_ids if run_id not in runs]
     if missing:
+        now = timezone.now()
+        rows = [_new_run(run_id, starts.get(run_id), now) for run_id in missing]
         try:
             with transaction.atomic():
-                Run.objects.bulk_create(missing)
-            runs.update({run.run_id: _RunInfo(run.pk, run.agent, True) for run in missing})
+                ids = insert_rows(Run, RUN_COLUMNS, rows, return_ids=True)
+            for pk, (run_id, agent, *_) in zip(ids, rows, strict=True):
+                runs[run_id] = _RunInfo(pk, agent, True)
         except IntegrityError:
             # Another ingest created some of them meanwhile: none counts as born here.
-            Run.objects.bulk_create(missing, ignore_conflicts=True)
-            for run in Run.objects.filter(run_id__in=[r.run_id for r in missing]):
-                runs[run.run_id] = _RunInfo(run.pk, run.agent, False)
+            Run.objects.bulk_create(
+                [Run(**dict(zip(RUN_COLUMNS, row, strict=True))) for row in rows],
+                ignore_conflicts=True,
+            )
+            runs.update(_known_runs(missing))
     # A run_started arriving after the run's first lines still names its agent and clock.
     for run_id, start in starts.items():
-        run = existing.get(run_id)
-        if run is None or run.agent or start.agent is None:
+        run = runs[run_id]
+        if run.born or run.agent or start.agent is None:
             continue
         run.agent = start.agent[:200]
-        run.subject = dict(start.subject)
-        run.started_at = parse_timestamp(start.started_at) or run.started_at
-        run.save(update_fields=["agent", "subject", "started_at"])
-        runs[run_id].agent = run.agent
+        changes: dict[str, Any] = {"agent": run.agent, "subject": dict(start.subject)}
+        if started_at := parse_timestamp(start.started_at):
+            changes["started_at"] = started_at
+        Run.objects.filter(pk=run.pk).update(**changes)
     return runs
+
+
+RUN_COLUMNS = ("run_id", "agent", "subject", "started_at")
+
+
+def _new_run(run_id: str, start: RunStarted | None, now) -> tuple[Any, ...]:
+    """A run's row (RUN_COLUMNS): its agent, subject and clock from run_started, when seen."""
+    if start is None:
+        return (run_id, "", None, now)
+    started_at = parse_timestamp(start.started_at) or now
+    return (run_id, (start.agent or "")[:200], dict(start.subject), started_at)
+
+
+def _known_runs(run_ids: list[str]) -> dict[str, _RunInfo]:
+    return {
+        run_id: _RunInfo(pk, agent, False)
+        for pk, run_id, agent in Run.objects.filter(run_id__in=run_ids).values_list(
+            "pk", "run_id", "agent"
+        )
+    }
 
 
 class _RunsInFlight:

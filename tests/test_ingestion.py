@@ -245,6 +245,34 @@ def test_a_run_appended_to_by_another_delivery_mid_ingest_is_judged_on_all_its_l
     assert run.current_judgement.conflict_count == 1
 
 
+def test_a_run_started_arriving_after_the_first_lines_still_names_agent_and_clock(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(ingestion, "CHUNK_LINES", 2)
+    started = line(
+        runId="r1",
+        type="run_started",
+        agent="refund-agent",
+        startedAt="2026-03-04T05:06:07Z",
+        subject={"orderId": "o-1"},
+    )
+    content = b"\n".join(
+        [observation("r1", "o1", "a", "paid"), observation("r1", "o2", "b", "gone"), started]
+    )
+    ingest(tmp_path, content + b"\n")
+    run = Run.objects.get()
+    assert (run.agent, run.subject, run.started_at.isoformat()) == (
+        "refund-agent",
+        {"orderId": "o-1"},
+        "2026-03-04T05:06:07+00:00",
+    )
+    assert Ticket.objects.get().agent == "refund-agent"
+
+    ingest(tmp_path, observation("r2", "o1", "a", "paid") + b"\n", name="first.jsonl")
+    ingest(tmp_path, started.replace(b'"r1"', b'"r2"') + b"\n", name="later.jsonl")
+    assert Run.objects.get(run_id="r2").agent == "refund-agent"
+
+
 BAD_INPUT = [
     (b"\xff\xfe not utf-8", "invalid UTF-8 at byte 1"),
     (
