@@ -30,6 +30,24 @@ def test_the_queue_lists_open_tickets_with_counts(client, reviewer, desk):
     )
 
 
+def test_the_queue_escapes_every_ticket_value_in_rows_counts_and_suggestions(
+    client, reviewer, desk
+):
+    markup = "<b>x</b>"
+    Ticket.objects.filter(pk=desk["run-stale"].pk).update(
+        entity=markup, action=markup, agent=markup, sources=f"erp,{markup}", field=markup
+    )
+    client.force_login(reviewer)
+    body = client.get(reverse("ticket-queue")).content.decode()
+    assert "<b>" not in body
+    escaped = "&lt;b&gt;x&lt;/b&gt;"
+    row = re.search(rf'<tr data-ticket-url="/tickets/{desk["run-stale"].pk}/".*?</tr>', body, re.S)
+    assert row and row.group(0).count(escaped) == 5  # field, entity, action, sources, agent
+    # The facet links of field, action, source and agent, and their datalists' suggestions.
+    assert len(re.findall(rf'data-facet="\w+">{escaped}</a>', body)) == 4
+    assert body.count(f'<option value="{escaped}">') == 4
+
+
 def test_a_filter_in_the_url_narrows_the_list(client, reviewer, desk):
     client.force_login(reviewer)
     body = client.get(

@@ -4,17 +4,13 @@ package. Reading needs a login; every change needs WORK_TICKET, checked here on 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import dataclass
 
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import permission_required
-from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.functional import SimpleLazyObject
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_GET, require_POST
@@ -23,6 +19,7 @@ from reviewapp import tickets
 from reviewapp.evidence import handoff_package, ticket_evidence, with_judgement
 from reviewapp.models import AuditEvent, Ticket, TicketComment
 from reviewapp.roles import WORK_TICKET
+from reviewapp.views import queue_html
 
 TICKETS_PER_PAGE = 50
 FAMILIES_SHOWN = 100
@@ -34,9 +31,13 @@ EVIDENCE_CACHE_SECONDS = 600
 
 
 def _queue_url(filters: tickets.QueueFilters, **overrides: str) -> str:
-    params = {**filters.as_params(), **overrides}
-    params = {name: value for name, value in params.items() if value}
-    return reverse("ticket-queue") + (f"?{urlencode(params)}" if params else "")
+    return _url_with(reverse("ticket-queue"), filters.as_params(), overrides)
+
+
+def _url_with(base: str, params: dict[str, str], overrides: dict[str, str]) -> str:
+    """`base` with the filters' `params`, some of them set or, given "", cleared."""
+    params = {name: value for name, value in {**params, **overrides}.items() if value}
+    return base + (f"?{urlencode(params)}" if params else "")
 
 
 @require_GET
@@ -46,11 +47,14 @@ def ticket_queue(request: HttpRequest) -> HttpResponse:
     number = _page_number(request.GET.get("page"), facets.total)
     can_work = request.user.has_perm(WORK_TICKET)
     # The template caches what it renders from these under facets.version, so they are
-    # lazy: read only when that cache has nothing yet.
+    # lazy: read and formatted only when that cache has nothing yet.
+    facet_links = SimpleLazyObject(lambda: _facet_links(filters, facets))
+    shown = tickets.queue_page(filters, request.user, number=number, per_page=TICKETS_PER_PAGE)
     context = {
         "filters": filters,
         "facets": facets,
-        "facet_links": SimpleLazyObject(lambda: _facet_links(filters, facets)),
+        "facet_sections": lambda: queue_html.facet_sections(facet_links),
+        "facet_datalists": lambda: queue_html.facet_datalists(facet_links),
         "text_filters": [
             {"name": name, "title": FACET_TITLES[name], "current": getattr(filters, name)}
             for name in TEXT_FILTERS
@@ -61,10 +65,8 @@ def ticket_queue(request: HttpRequest) -> HttpResponse:
         "page": _QueuePage(number, facets.total),
         "families": SimpleLazyObject(lambda: _family_rows(filters, request.user, facets.version)),
         "families_shown": FAMILIES_SHOWN,
-        "rows": SimpleLazyObject(
-            lambda: _queue_rows(
-                tickets.queue_page(filters, request.user, number=number, per_page=TICKETS_PER_PAGE)
-            )
+        "rows": lambda: queue_html.queue_rows(
+            shown.values(*queue_html.QUEUE_ROW_COLUMNS), can_work=can_work
         ),
         "can_work": can_work,
         "workers": tickets.ticket_workers() if can_work else [],
@@ -76,80 +78,6 @@ def ticket_queue(request: HttpRequest) -> HttpResponse:
         # A filter form change swaps the results only; a link swaps the form too.
         template += "#queue-results" if request.htmx.target == "queue-results" else "#queue"
     return render(request, template, context)
-
-
-@dataclass(frozen=True)
-class QueueRow:
-    """A ticket as its queue row shows it, every value already text: the template only
-    places them. Formatting 50 rows' numbers, dates and links in the template costs several
-    times more, and the queue renders its rows again after every change."""
-
-    id: str
-    url: str
-    claim_url: str
-    revision: str
-    state: str
-    reason: str
-    unsafe: bool
-    subject: str
-    entity: str
-    action: str
-    sources: str
-    agent: str
-    holder: str
-    run: str
-    opened: str
-
-    @property
-    def selection(self) -> str:
-        return f"{self.id}:{self.revision}"
-
-
-def _url_of_each_ticket(name: str) -> Callable[[int], str]:
-    """The URL `name` of any ticket, from one reverse(): the ticket's id is its only part
-    that varies."""
-    placeholder = "2147483647"
-    prefix, _, suffix = reverse(name, args=[placeholder]).rpartition(placeholder)
-    return lambda ticket_id: f"{prefix}{ticket_id}{suffix}"
-
-
-# What a queue row shows, read as plain values: model instances cost three times as much.
-QUEUE_ROW_COLUMNS = (
-    *("pk", "revision", "state", "reason", "unsafe", "field", "finding_kind", "entity"),
-    *("action", "sources", "agent", "created_at", "run__run_id", "assignee__username"),
-)
-
-
-def _queue_rows(page: QuerySet[Ticket]) -> list[QueueRow]:
-    detail_url, claim_url = (
-        _url_of_each_ticket("ticket-detail"),
-        _url_of_each_ticket("ticket-claim"),
-    )
-    return [
-        QueueRow(
-            id=str(ticket["pk"]),
-            url=detail_url(ticket["pk"]),
-            claim_url=claim_url(ticket["pk"]),
-            revision=str(ticket["revision"]),
-            state=ticket["state"],
-            reason=ticket["reason"],
-            unsafe=ticket["unsafe"],
-            subject=ticket["field"] or ticket["finding_kind"],
-            entity=ticket["entity"] or "—",
-            action=ticket["action"] or "—",
-            sources=ticket["sources"] or "—",
-            agent=ticket["agent"] or "—",
-            holder=ticket["assignee__username"] or "",
-            run=_shortened(ticket["run__run_id"], 28),
-            opened=timezone.localtime(ticket["created_at"]).strftime("%Y-%m-%d %H:%M"),
-        )
-        for ticket in page.values(*QUEUE_ROW_COLUMNS)
-    ]
-
-
-def _shortened(text: str, length: int) -> str:
-    """As the truncatechars filter shows it, for plain text."""
-    return text if len(text) <= length else text[: length - 1] + "…"
 
 
 def _family_rows(filters: tickets.QueueFilters, user, version: str) -> list:
@@ -216,6 +144,7 @@ FACET_TITLES = {
 
 def _facet_links(filters: tickets.QueueFilters, facets: tickets.Facets) -> list[dict]:
     """Each dimension's values with their counts, as links that set (or clear) the filter."""
+    base, params = reverse("ticket-queue"), filters.as_params()
     groups = []
     for name, title in FACET_TITLES.items():
         current = getattr(filters, name)
@@ -229,7 +158,7 @@ def _facet_links(filters: tickets.QueueFilters, facets: tickets.Facets) -> list[
                     "value": value or "(none)",
                     "count": count,
                     "chosen": chosen,
-                    "url": _queue_url(filters, **{name: target}),
+                    "url": _url_with(base, params, {name: target}),
                     "blank": not value,
                 }
             )
