@@ -344,18 +344,17 @@ class Ticket(models.Model):
             models.UniqueConstraint(fields=["run", "key"], name="ticket_once_per_run_key")
         ]
         indexes = [
-            models.Index(fields=["state", "-created_at"], name="ticket_state_created"),
+            # The queue's order in full: tickets opened in the same instant (one delivery)
+            # would otherwise all be read and sorted by id to find a page's first rows.
+            models.Index(fields=["state", "-created_at", "-id"], name="ticket_state_newest"),
             # A family's or a reviewer's newest tickets without walking every ticket: small
             # families and new reviewers are where a plain index on created_at is slowest.
             models.Index(fields=["fingerprint", "-created_at"], name="ticket_family_created"),
             models.Index(fields=["assignee", "-created_at"], name="ticket_assignee_created"),
-            # The queue filtered by reason (a reviewer's first filter) counts its tickets from
-            # this index alone, never reading the table. Unfiltered, the counts are kept by
-            # triggers (TicketFacetDelta).
+            # The queue filtered by reason (a reviewer's first filter), newest first. Its
+            # counts are kept by triggers (TicketFacetDelta, TicketCombinationDelta).
             models.Index(
-                fields=["state", "reason", "unsafe"],
-                include=["finding_kind", "field", "action", "sources", "assignee", "agent"],
-                name="ticket_reason_counted",
+                fields=["state", "reason", "-created_at", "-id"], name="ticket_reason_newest"
             ),
         ]
         # The app's capabilities; roles (groups) are made of them in reviewapp/roles.py.
@@ -386,6 +385,40 @@ class TicketFacetDelta(models.Model):
 
     def __str__(self) -> str:
         return f"{self.state} {self.dimension}={self.value}: {self.tickets:+d}"
+
+
+class TicketCombinationDelta(models.Model):
+    """How many tickets have one combination of the counted queue filters' values: the sum
+    of a combination's rows is its count. The queue filtered on these dimensions (a reason,
+    a source, unsafe only...) sums the combinations its filters select, far fewer than the
+    tickets they select. Written only by PostgreSQL triggers on Ticket (migration 0008),
+    which append a row per change like TicketFacetDelta's; reading folds them now and then
+    (reviewapp/tickets.py). Field names are Ticket's, so the queue's filters apply to both."""
+
+    state = models.CharField(max_length=10)
+    reason = models.CharField(max_length=60)
+    finding_kind = models.CharField(max_length=60)
+    field = models.TextField()
+    action = models.TextField()
+    sources = models.TextField()
+    unsafe = models.BooleanField()
+    # A plain column to join on: a delta row may outlive every ticket the user held.
+    assignee = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="+",
+    )
+    agent = models.CharField(max_length=200)
+    tickets = models.IntegerField()
+
+    class Meta:
+        # The queue filtered by reason (a reviewer's first filter) reads its combinations only.
+        indexes = [models.Index(fields=["state", "reason"], name="combination_state_reason")]
+
+    def __str__(self) -> str:
+        return f"{self.state} {self.reason} {self.field or self.finding_kind}: {self.tickets:+d}"
 
 
 class AuditEvent(models.Model):

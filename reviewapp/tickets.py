@@ -20,10 +20,16 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.core.cache import cache
 from django.db import connection, transaction
-from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery, Sum
 from django.utils import timezone
 
-from reviewapp.models import AuditEvent, Ticket, TicketComment, TicketFacetDelta
+from reviewapp.models import (
+    AuditEvent,
+    Ticket,
+    TicketCombinationDelta,
+    TicketComment,
+    TicketFacetDelta,
+)
 from reviewapp.roles import WORK_TICKET
 
 # The causes a reviewer is offered; POLICY is given when a newer policy version settles tickets.
@@ -139,6 +145,19 @@ def _day_start(day: date) -> datetime:
 
 def filtered_tickets(filters: QueueFilters, user) -> QuerySet[Ticket]:
     """The tickets the filters select, unordered."""
+    query = _counted_selection(filters, user)
+    if filters.family:
+        query &= Q(fingerprint=filters.family)
+    if filters.created_from:
+        query &= Q(created_at__gte=_day_start(filters.created_from))
+    if filters.created_to:
+        query &= Q(created_at__lt=_day_start(filters.created_to + timedelta(days=1)))
+    return Ticket.objects.filter(query)
+
+
+def _counted_selection(filters: QueueFilters, user) -> Q:
+    """The filters on the counted dimensions (FACETS): the same Q selects tickets and the
+    kept combinations of their values (TicketCombinationDelta has Ticket's field names)."""
     query = Q()
     for name in ("state", "reason", "finding_kind", "field", "action", "agent"):
         value = getattr(filters, name)
@@ -154,13 +173,7 @@ def filtered_tickets(filters: QueueFilters, user) -> QuerySet[Ticket]:
         query &= Q(assignee__isnull=True)
     elif filters.assignee:
         query &= Q(assignee__username=filters.assignee)
-    if filters.family:
-        query &= Q(fingerprint=filters.family)
-    if filters.created_from:
-        query &= Q(created_at__gte=_day_start(filters.created_from))
-    if filters.created_to:
-        query &= Q(created_at__lt=_day_start(filters.created_to + timedelta(days=1)))
-    return Ticket.objects.filter(query)
+    return query
 
 
 def queue_page(filters: QueueFilters, user, *, number: int, per_page: int) -> QuerySet[Ticket]:
@@ -220,6 +233,8 @@ def facet_counts(filters: QueueFilters, user) -> Facets:
     def count() -> Facets:
         if _counted_by_the_database(filters):
             return replace(_kept_facets(filters.state), version=version)
+        if _combinations_kept_by_the_database(filters):
+            return replace(_combined_facets(filters, user), version=version)
         return replace(_count_facets(filtered_tickets(filters, user)), version=version)
 
     return _cached(f"tickets:facets:{version}", count)
@@ -227,9 +242,21 @@ def facet_counts(filters: QueueFilters, user) -> Facets:
 
 def _counted_by_the_database(filters: QueueFilters) -> bool:
     """PostgreSQL keeps the counts of the queue filtered by state alone (the desk's home),
-    as tickets change (see TicketFacetDelta); any other filter counts the tickets it selects."""
+    as tickets change (see TicketFacetDelta)."""
     only_state = replace(filters, state=QueueFilters.state, sort="newest", group="")
     return connection.vendor == "postgresql" and only_state == QueueFilters()
+
+
+def _combinations_kept_by_the_database(filters: QueueFilters) -> bool:
+    """PostgreSQL keeps how many tickets have each combination of the counted dimensions'
+    values (see TicketCombinationDelta): filters on those alone are counted from them. A
+    family or a date range is no dimension of theirs: those count the tickets selected."""
+    return (
+        connection.vendor == "postgresql"
+        and not filters.family
+        and filters.created_from is None
+        and filters.created_to is None
+    )
 
 
 # Past this many rows making up the kept counts, reading folds them into one row per value.
@@ -277,6 +304,59 @@ def fold_facet_deltas() -> None:
         )
 
 
+# Past this many rows read beyond the combinations they add up to, reading folds them.
+FOLD_COMBINATION_ROWS_AFTER = 1000
+
+
+def _combined_facets(filters: QueueFilters, user) -> Facets:
+    """The counts within `filters` (on counted dimensions only), summed from the kept
+    combinations they select: one statement that reads those combinations once."""
+    columns = list(FACETS.values())
+    combinations = (
+        TicketCombinationDelta.objects.filter(_counted_selection(filters, user))
+        .values(*columns)
+        .annotate(net=Sum("tickets"), kept_rows=Count("id"))
+        .values_list(*columns, "net", "kept_rows")
+    )
+    inner, params = combinations.query.sql_with_params()
+    grouped = _per_dimension(
+        inner,
+        params,
+        more=("net", "kept_rows"),
+        # Each combination's count, the rows it was summed from, and whether it is one.
+        aggregates="CAST(SUM(net) AS BIGINT), CAST(SUM(kept_rows) AS BIGINT), "
+        "COUNT(*) FILTER (WHERE net <> 0)",
+    )
+    # Every row read is in the first dimension's (state's) groups once.
+    read = sum(kept_rows for index, _, (_, kept_rows, _) in grouped if index == 0)
+    combined = sum(live for index, _, (_, _, live) in grouped if index == 0)
+    if read - combined > FOLD_COMBINATION_ROWS_AFTER:
+        fold_combination_deltas()
+    return _facets_of_rows([(index, value, net) for index, value, (net, _, _) in grouped if net])
+
+
+def fold_combination_deltas() -> None:
+    """Replace the rows of the kept combinations by one row per combination with their sum
+    (as fold_facet_deltas does for the counts per value)."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_xact_lock(hashtext('crosscheck_fold_combinations'))")
+        if not cursor.fetchone()[0]:
+            return
+        deltas = TicketCombinationDelta._meta.db_table
+        combination = (
+            "state, reason, finding_kind, field, action, sources, unsafe, assignee_id, agent"
+        )
+        cursor.execute(
+            f"WITH folded AS (DELETE FROM {deltas} RETURNING {combination}, tickets) "
+            f"INSERT INTO {deltas} ({combination}, tickets) "
+            f"SELECT {combination}, SUM(tickets) FROM folded "
+            f"GROUP BY {combination} HAVING SUM(tickets) <> 0"
+        )
+        # Every row was rewritten: the planner's idea of the table is told at once, so the
+        # next reads use the index, not what an empty table once looked like.
+        cursor.execute(f"ANALYZE {deltas}")
+
+
 def _facet_rows(tickets: QuerySet[Ticket]) -> list[tuple[int, str | None, int]]:
     """(index in FACETS, value as text, count) for every dimension of FACETS, from one
     statement that reads the filtered tickets once. PostgreSQL counts every dimension in
@@ -284,36 +364,52 @@ def _facet_rows(tickets: QuerySet[Ticket]) -> list[tuple[int, str | None, int]]:
     a materialized copy once per dimension."""
     width = len(FACETS)
     inner, params = tickets.order_by().values_list(*FACETS.values()).query.sql_with_params()
-    columns = ", ".join(f"c{i}" for i in range(width))
     if connection.vendor == "postgresql":
-        texts = ", ".join(f"CAST(c{i} AS TEXT)" for i in range(width))
-        sets = ", ".join(f"(c{i})" for i in range(width))
-        sql = (
-            f"SELECT GROUPING({columns}), {texts}, COUNT(*) "
-            f"FROM ({inner}) AS filtered ({columns}) GROUP BY GROUPING SETS ({sets})"
-        )
-    else:
-        counts = " UNION ALL ".join(
-            f"SELECT {i}, CAST(c{i} AS TEXT), COUNT(*) FROM filtered GROUP BY c{i}"
-            for i in range(width)
-        )
-        sql = f"WITH filtered ({columns}) AS MATERIALIZED ({inner}) {counts}"
+        grouped = _per_dimension(inner, params, aggregates="COUNT(*)")
+        return [(index, value, n) for index, value, (n,) in grouped]
+    columns = ", ".join(f"c{i}" for i in range(width))
+    counts = " UNION ALL ".join(
+        f"SELECT {i}, CAST(c{i} AS TEXT), COUNT(*) FROM filtered GROUP BY c{i}"
+        for i in range(width)
+    )
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(f"WITH filtered ({columns}) AS MATERIALIZED ({inner}) {counts}", params)
+        return cursor.fetchall()
+
+
+def _per_dimension(
+    inner: str, params, *, aggregates: str, more: tuple[str, ...] = ()
+) -> list[tuple[int, str | None, tuple]]:
+    """(index in FACETS, value as text, `aggregates`) for every value of every dimension of
+    FACETS in the rows of `inner` (their columns, then `more`), from one PostgreSQL
+    statement that groups them once per dimension (GROUPING SETS)."""
+    width = len(FACETS)
+    columns = ", ".join([*(f"c{i}" for i in range(width)), *more])
+    grouped = ", ".join(f"c{i}" for i in range(width))
+    texts = ", ".join(f"CAST(c{i} AS TEXT)" for i in range(width))
+    sets = ", ".join(f"(c{i})" for i in range(width))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT GROUPING({grouped}), {texts}, {aggregates} "
+            f"FROM ({inner}) AS selected ({columns}) GROUP BY GROUPING SETS ({sets})",
+            params,
+        )
         found = cursor.fetchall()
-    if connection.vendor != "postgresql":
-        return found
     rows = []
-    for grouping, *values, n in found:
+    for grouping, *values in found:
         # GROUPING() clears the bit of the one column this row is grouped by.
         index = next(i for i in range(width) if not grouping & (1 << (width - 1 - i)))
-        rows.append((index, values[index], n))
+        rows.append((index, values[index], tuple(values[width:])))
     return rows
 
 
 def _count_facets(tickets: QuerySet[Ticket]) -> Facets:
+    return _facets_of_rows(_facet_rows(tickets))
+
+
+def _facets_of_rows(rows: list[tuple[int, str | None, int]]) -> Facets:
+    """Facets from (index in FACETS, value as text, count) rows."""
     names = list(FACETS)
-    rows = _facet_rows(tickets)
     tallies: dict[str, Counter[str]] = {name: Counter() for name in names}
     for index, value, n in rows:
         tallies[names[index]][value or ""] += n

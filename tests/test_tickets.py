@@ -10,7 +10,13 @@ from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from reviewapp import tickets
-from reviewapp.models import AuditEvent, Ticket, TicketComment, TicketFacetDelta
+from reviewapp.models import (
+    AuditEvent,
+    Ticket,
+    TicketCombinationDelta,
+    TicketComment,
+    TicketFacetDelta,
+)
 from tests.seeding import ingest_lines, review_desk_trace, seed_tickets
 
 pytestmark = pytest.mark.django_db
@@ -206,10 +212,9 @@ def kept_and_counted(state: str, user) -> tuple[dict, dict]:
     return kept, counted
 
 
-def test_the_kept_counts_follow_ingests_and_every_kind_of_change(
-    seeded, desk, reviewer, second_reviewer, tmp_path
-):
-    # Ingested tickets arrive by COPY, seeded ones by INSERT; now change some of each.
+def change_tickets_every_way(seeded, desk, reviewer, second_reviewer, tmp_path) -> None:
+    """Ingested tickets arrive by COPY, seeded ones by INSERT: change some of each in every
+    way a reviewer can (claim, close, bulk assign and close, reopen), then ingest more."""
     tickets.claim(desk["run-stale"], revision=1, actor=reviewer)
     tickets.close(desk["run-partial"], revision=1, actor=reviewer, resolution="unexplained")
     open_seeded = {t.pk: t.revision for t in seeded if t.state == "open"}
@@ -225,6 +230,12 @@ def test_the_kept_counts_follow_ingests_and_every_kind_of_change(
     reopened = Ticket.objects.filter(state="closed").order_by("pk").first()
     tickets.reopen(reopened, revision=reopened.revision, actor=second_reviewer)
     ingest_lines(tmp_path, [line.replace('"run-', '"more-run-') for line in review_desk_trace()])
+
+
+def test_the_kept_counts_follow_ingests_and_every_kind_of_change(
+    seeded, desk, reviewer, second_reviewer, tmp_path
+):
+    change_tickets_every_way(seeded, desk, reviewer, second_reviewer, tmp_path)
     for state in ("open", "closed", ""):
         kept, counted = kept_and_counted(state, reviewer)
         assert kept == counted
@@ -237,6 +248,71 @@ def test_folding_the_kept_counts_changes_none_of_them(seeded, reviewer):
     assert kept_and_counted("open", reviewer)[0] == before
     rows = TicketFacetDelta.objects.values_list("state", "dimension", "value")
     assert len(rows) == len(set(rows)), "one row per value once folded"
+
+
+COMBINED_FILTERS = [
+    {"reason": "partial-result"},
+    {"reason": "partial-result", "source": "erp", "unsafe": "yes"},
+    {"state": "any", "assignee": "me"},
+    {"state": "closed", "agent": "refund-agent", "field": "amount"},
+    {"assignee": "unassigned", "action": "issue_refund", "finding_kind": ""},
+    {"state": "any", "assignee": "ravi", "source": "warehouse"},
+]
+
+
+def combined_and_counted(params: dict, user) -> tuple[dict, dict]:
+    """The counts within these filters summed from the combinations PostgreSQL keeps,
+    beside the same counts made by reading the tickets."""
+    filters = tickets.queue_filters(params)
+    assert tickets._combinations_kept_by_the_database(filters)
+    combined = tickets._combined_facets(filters, user).counts
+    counted = tickets._count_facets(tickets.filtered_tickets(filters, user)).counts
+    return combined, counted
+
+
+def test_the_kept_combinations_follow_ingests_and_every_kind_of_change(
+    seeded, desk, reviewer, second_reviewer, tmp_path
+):
+    change_tickets_every_way(seeded, desk, reviewer, second_reviewer, tmp_path)
+    assert TicketCombinationDelta.objects.filter(tickets__lt=0).exists(), "changes were kept"
+    for params in COMBINED_FILTERS:
+        combined, counted = combined_and_counted(params, reviewer)
+        assert combined == counted, params
+    some = combined_and_counted({"reason": "partial-result"}, reviewer)[0]
+    assert sum(n for _, n in some["state"]) > 0
+
+
+def test_folding_the_kept_combinations_changes_none_of_them(
+    seeded, desk, reviewer, second_reviewer, tmp_path
+):
+    change_tickets_every_way(seeded, desk, reviewer, second_reviewer, tmp_path)
+    before = [combined_and_counted(params, reviewer)[0] for params in COMBINED_FILTERS]
+    tickets.fold_combination_deltas()
+    assert [combined_and_counted(params, reviewer)[0] for params in COMBINED_FILTERS] == before
+    assert not TicketCombinationDelta.objects.filter(tickets__lte=0).exists()
+    rows = TicketCombinationDelta.objects.values_list(
+        "state",
+        "reason",
+        "finding_kind",
+        "field",
+        "action",
+        "sources",
+        "unsafe",
+        "assignee",
+        "agent",
+    )
+    assert len(rows) == len(set(rows)), "one row per combination once folded"
+
+
+def test_reading_many_unfolded_combinations_folds_them(seeded, reviewer, monkeypatch):
+    monkeypatch.setattr(tickets, "FOLD_COMBINATION_ROWS_AFTER", 0)
+    tickets.assign_many(
+        {t.pk: t.revision for t in seeded if t.state == "open"}, actor=reviewer, assignee=None
+    )
+    assert TicketCombinationDelta.objects.filter(tickets__lt=0).exists()
+    combined, counted = combined_and_counted({"state": "any", "agent": "stock-agent"}, reviewer)
+    assert combined == counted
+    assert not TicketCombinationDelta.objects.filter(tickets__lt=0).exists()
 
 
 def test_families_are_counted_largest_first(seeded, reviewer):
