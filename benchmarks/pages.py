@@ -4,15 +4,15 @@
 
 Creates a throwaway database (a test database beside the one DATABASE_URL names, dropped
 at the end), seeds N tickets with bulk inserts plus real ingested runs, then requests pages
-in-process with Django's test client, interleaved round by round: the queue unfiltered and
-filtered, a ticket page, and the API-token page (session, user, permissions and one small
-query: the trivial limit). Then the first look at each of --first-views tickets never opened
-(their evidence is read and rendered), and the queue right after a change: a ticket is closed
-or reopened (as a reviewer does, through reviewapp.tickets), which renames everything the
-queue caches about tickets, so its counts, rows and families are read and rendered again. Prints median and p95 per page; the last line is one
-JSON object with `ratio` = worst p95 of every page but the trivial one / trivial p95, and
-`goal` (3.0); `warm_ratio` leaves out the queue right after a change, `cold_ratio` is that
-queue alone.
+in-process with Django's test client, every page once a round for --rounds rounds: the
+API-token page (session, user, permissions and one small query: the trivial limit), the
+queue unfiltered and filtered, a ticket page seen before, the first look at a ticket never
+opened (its evidence is read and rendered), and both queues right after a change: a ticket
+is closed or reopened (as a reviewer does, through reviewapp.tickets), which renames
+everything the queue caches about tickets, so its counts, rows and families are read and
+rendered again. Prints median and p95 per page; the last line is one JSON object with
+`ratio` = worst p95 of every page but the trivial one / trivial p95, and `goal` (3.0);
+`warm_ratio` leaves out the queues right after a change, `cold_ratio` is those alone.
 """
 
 from __future__ import annotations
@@ -116,7 +116,9 @@ def change_a_ticket(ticket_id: int, reviewer, round_number: int) -> None:
         tickets.reopen(ticket, revision=ticket.revision, actor=reviewer)
 
 
-def measure(pages: dict[str, str], unseen: list[str], rounds: int, cold_rounds: int):
+def measure(pages: dict[str, str], unseen: list[str], rounds: int):
+    """Every page once a round, in turn, so that all are timed under the same conditions
+    (the machine's load drifts; comparing pages timed minutes apart would measure that)."""
     from reviewapp.models import Ticket
 
     client = Client()
@@ -125,20 +127,21 @@ def measure(pages: dict[str, str], unseen: list[str], rounds: int, cold_rounds: 
     for url in pages.values():  # warm up: templates compiled, connections open
         for _ in range(5):
             timed_get(client, url)
-    samples: dict[str, list[float]] = {name: [] for name in pages}
-    for _ in range(rounds):
+    cold = {"queue_cold": pages["queue"], "queue_filtered_cold": pages["queue_filtered"]}
+    samples: dict[str, list[float]] = {name: [] for name in [*pages, "ticket_first_view", *cold]}
+    changed = Ticket.objects.filter(state=Ticket.State.OPEN).order_by("pk").values("pk")[0]["pk"]
+    changes = 0
+    for round_number in range(rounds):
+        # The queue just after a ticket changed: nothing cached about tickets still applies.
+        for name, url in cold.items():
+            change_a_ticket(changed, reviewer, changes)
+            changes += 1
+            samples[name].append(timed_get(client, url))
+        timed_get(client, pages["queue"])  # not timed: the warm queue is the one seen again
         for name, url in pages.items():
             samples[name].append(timed_get(client, url))
-    # The first look at a ticket: its evidence is read and rendered, then kept.
-    samples["ticket_first_view"] = [timed_get(client, url) for url in unseen]
-    # The queue just after a ticket changed: nothing cached about tickets still applies.
-    changed = Ticket.objects.filter(state=Ticket.State.OPEN).order_by("pk").values("pk")[0]["pk"]
-    for name in ("queue", "queue_filtered"):
-        cold = []
-        for round_number in range(cold_rounds):
-            change_a_ticket(changed, reviewer, round_number)
-            cold.append(timed_get(client, pages[name]))
-        samples[f"{name}_cold"] = cold
+        # The first look at a ticket: its evidence is read and rendered, then kept.
+        samples["ticket_first_view"].append(timed_get(client, unseen[round_number]))
     return {
         name: {"median_ms": round(statistics.median(values), 2), "p95_ms": round(p95(values), 2)}
         for name, values in samples.items()
@@ -148,11 +151,7 @@ def measure(pages: dict[str, str], unseen: list[str], rounds: int, cold_rounds: 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=100_000, help="tickets to seed")
-    parser.add_argument("--rounds", type=int, default=200, help="requests per page (warm)")
-    parser.add_argument("--cold-rounds", type=int, default=20, help="requests per queue (cold)")
-    parser.add_argument(
-        "--first-views", type=int, default=100, help="tickets opened for the first time"
-    )
+    parser.add_argument("--rounds", type=int, default=200, help="requests per page")
     args = parser.parse_args()
     if connection.vendor != "postgresql":
         sys.exit("benchmarks/pages.py needs DATABASE_URL pointing at a PostgreSQL server")
@@ -166,8 +165,8 @@ def main() -> None:
     settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]
     created = setup_databases(verbosity=0, interactive=False)
     try:
-        pages, unseen = seed(args.n, args.first_views)
-        figures = measure(pages, unseen, args.rounds, args.cold_rounds)
+        pages, unseen = seed(args.n, args.rounds)
+        figures = measure(pages, unseen, args.rounds)
     finally:
         teardown_databases(created, verbosity=0)
 

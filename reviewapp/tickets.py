@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from reviewapp.models import (
     AuditEvent,
+    PolicyVersion,
     Ticket,
     TicketCombinationDelta,
     TicketComment,
@@ -197,15 +198,29 @@ class Facets:
         return self.counts.get(name, [])
 
 
-def data_stamp() -> str:
-    """Changes whenever a ticket is opened (a new id) or changed (every change appends an
-    audit event), so what is cached under it is never stale. A row committed out of id
-    order (two ingest workers at once) is the only miss, and CACHE_SECONDS bounds it."""
+@dataclass(frozen=True)
+class DataStamp:
+    """The tickets and policy versions as they are now, named in one short statement."""
+
+    # Changes whenever a ticket is opened (a new id) or changed (every change appends an
+    # audit event), or a policy version is published: what is cached under it is never
+    # stale. A row committed out of id order (two ingest workers at once) is the only miss,
+    # and CACHE_SECONDS bounds it.
+    text: str
+    # 0 until a version is published; only tickets judged under an older one can be settled.
+    newest_policy_number: int
+
+
+def data_stamp() -> DataStamp:
     tickets, events = Ticket._meta.db_table, AuditEvent._meta.db_table
+    versions = PolicyVersion._meta.db_table
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT (SELECT MAX(id) FROM {tickets}), (SELECT MAX(id) FROM {events})")
-        newest_ticket, newest_event = cursor.fetchone()
-    return f"{newest_ticket}-{newest_event}"
+        cursor.execute(
+            f"SELECT (SELECT MAX(id) FROM {tickets}), (SELECT MAX(id) FROM {events}), "
+            f"(SELECT MAX(number) FROM {versions})"
+        )
+        newest_ticket, newest_event, newest_version = cursor.fetchone()
+    return DataStamp(f"{newest_ticket}-{newest_event}-{newest_version}", newest_version or 0)
 
 
 def queue_version(filters: QueueFilters, user) -> str:
@@ -213,7 +228,7 @@ def queue_version(filters: QueueFilters, user) -> str:
     any ticket is opened or changed, so nothing cached under it is ever stale."""
     who = user.pk if filters.assignee == ASSIGNEE_ME else None
     selection = replace(filters, sort="newest", group="").as_params()
-    identity = repr((data_stamp(), who, sorted(selection.items())))
+    identity = repr((data_stamp().text, who, sorted(selection.items())))
     return hashlib.sha256(identity.encode()).hexdigest()
 
 
@@ -417,11 +432,7 @@ def _facets_of_rows(rows: list[tuple[int, str | None, int]]) -> Facets:
     tallies["unsafe"] = Counter(
         {_YES_NO[value]: n for value, n in tallies["unsafe"].items() if value in _YES_NO}
     )
-    usernames = dict(
-        get_user_model()
-        .objects.filter(pk__in=[int(v) for v in tallies["assignee"] if v])
-        .values_list("pk", "username")
-    )
+    usernames = _usernames(int(v) for v in tallies["assignee"] if v)
     tallies["assignee"] = Counter(
         {
             (usernames.get(int(v), v) if v else ASSIGNEE_NONE): n
@@ -429,6 +440,21 @@ def _facets_of_rows(rows: list[tuple[int, str | None, int]]) -> Facets:
         }
     )
     return _facets(tallies)
+
+
+def _usernames(user_ids: Iterable[int]) -> dict[int, str]:
+    """Usernames by id, kept a minute like the workers: assignees are few and seldom
+    renamed, and every count after a ticket change needs them."""
+    wanted = sorted(set(user_ids))
+    if not wanted:
+        return {}
+    key = hashlib.sha256(repr(wanted).encode()).hexdigest()
+
+    def read() -> dict[int, str]:
+        users = get_user_model().objects.filter(pk__in=wanted)
+        return dict(users.values_list("pk", "username"))
+
+    return _cached(f"tickets:usernames:{key}", read)
 
 
 def _facets(tallies: dict[str, Counter[str]]) -> Facets:

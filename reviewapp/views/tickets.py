@@ -236,7 +236,7 @@ def _ticket_or_404(ticket_id: int) -> Ticket:
     )
 
 
-def _work_context(request: HttpRequest, ticket: Ticket) -> dict:
+def _work_context(request: HttpRequest, ticket: Ticket, stamp: tickets.DataStamp) -> dict:
     """What the work panel shows: who holds the ticket, the forms, the trail, comments.
 
     The trail and the comments are cached by the template under the data stamp (every
@@ -257,7 +257,7 @@ def _work_context(request: HttpRequest, ticket: Ticket) -> dict:
 
     return {
         "ticket": ticket,
-        "stamp": tickets.data_stamp(),
+        "stamp": stamp.text,
         "cache_seconds": tickets.CACHE_SECONDS,
         "can_work": can_work,
         "workers": tickets.ticket_workers() if can_work else [],
@@ -270,9 +270,10 @@ def _work_context(request: HttpRequest, ticket: Ticket) -> dict:
 @require_GET
 def ticket_detail(request: HttpRequest, ticket_id: int) -> HttpResponse:
     ticket = _ticket_or_404(ticket_id)
+    stamp = tickets.data_stamp()
     family = Ticket.objects.filter(fingerprint=ticket.fingerprint).exclude(pk=ticket.pk)
     context = {
-        **_work_context(request, ticket),
+        **_work_context(request, ticket, stamp),
         # What was judged never changes: the template caches its part of the page for good,
         # and calls this (once, through {% with %}) only when that cache has nothing yet.
         "read_evidence": lambda: ticket_evidence(with_judgement(ticket)),
@@ -287,10 +288,13 @@ def ticket_detail(request: HttpRequest, ticket_id: int) -> HttpResponse:
         .order_by("pk")
         .values("pk", "field", "finding_kind", "reason", "state")[:RELATED_SHOWN],
         "related_shown": RELATED_SHOWN,
-        # Newer versions that would settle this ticket: labels, never changes to it.
+        # Newer versions that would settle this ticket: labels, never changes to it. Only a
+        # version newer than the ticket's can have any.
         "settlements": ticket.settlements.select_related("policy_version").order_by(
             "policy_version__number"
-        ),
+        )
+        if stamp.newest_policy_number > ticket.policy_number
+        else (),
     }
     return render(request, "tickets/detail.html", context)
 
@@ -310,7 +314,8 @@ def _after_change(request: HttpRequest, ticket_id: int) -> HttpResponse:
     """htmx: the work panel again, with the message; a plain POST: back to the ticket."""
     if request.htmx:
         ticket = _ticket_or_404(ticket_id)
-        return render(request, "tickets/detail.html#ticket-work", _work_context(request, ticket))
+        context = _work_context(request, ticket, tickets.data_stamp())
+        return render(request, "tickets/detail.html#ticket-work", context)
     # The queue's keyboard claim comes back to the queue it was made from.
     back = request.POST.get("next", "")
     if url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
