@@ -26,6 +26,7 @@ from django.utils import timezone
 from reviewapp.models import (
     AuditEvent,
     PolicyVersion,
+    Run,
     Ticket,
     TicketCombinationDelta,
     TicketComment,
@@ -509,6 +510,37 @@ def families(filters: QueueFilters, user, *, limit: int, version: str) -> list[F
         return [Family(r["fingerprint"], r["label"], r["size"], r["unsafe"]) for r in rows]
 
     return _cached(f"tickets:families:{limit}:{version}", count)
+
+
+@dataclass(frozen=True)
+class RelatedTickets:
+    """Other tickets of a ticket's family, newest first, and of its run, by id."""
+
+    family: list[dict[str, Any]]
+    same_run: list[dict[str, Any]]
+
+
+def related_tickets(ticket: Ticket, *, shown: int) -> RelatedTickets:
+    """Up to `shown` other tickets of the ticket's run, and of its family one more than
+    `shown` (which tells there are more), in one statement."""
+    tickets, runs = Ticket._meta.db_table, Run._meta.db_table
+    columns = "t.id, t.reason, t.state, t.field, t.finding_kind"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT * FROM (SELECT 1, {columns}, r.run_id FROM {tickets} t "
+            f"JOIN {runs} r ON r.id = t.run_id WHERE t.fingerprint = %s AND t.id <> %s "
+            "ORDER BY t.created_at DESC, t.id DESC LIMIT %s) AS family UNION ALL "
+            f"SELECT * FROM (SELECT 2, {columns}, '' FROM {tickets} t "
+            "WHERE t.run_id = %s AND t.id <> %s ORDER BY t.id LIMIT %s) AS same_run",
+            [ticket.fingerprint, ticket.pk, shown + 1, ticket.run_id, ticket.pk, shown],
+        )
+        rows = cursor.fetchall()
+    names = ("pk", "reason", "state", "field", "finding_kind", "run__run_id")
+    found = [(group, dict(zip(names, values, strict=True))) for group, *values in rows]
+    return RelatedTickets(
+        family=[row for group, row in found if group == 1],
+        same_run=[row for group, row in found if group == 2],
+    )
 
 
 def ticket_workers() -> list[str]:

@@ -187,6 +187,25 @@ def test_related_tickets_of_the_family_and_the_run_are_linked(client, reviewer, 
     assert f'href="/tickets/{finding.pk}/"' in run[: run.index("</article>")]
 
 
+def test_related_tickets_show_the_newest_of_the_family_and_tell_when_there_are_more(desk, tmp_path):
+    for copy in range(3):
+        ingest_lines(
+            tmp_path,
+            [line.replace('"run-', f'"copy{copy}-run-') for line in review_desk_trace()],
+            f"copy{copy}.jsonl",
+        )
+    stale = desk["run-stale"]
+    copies = Ticket.objects.filter(run__run_id__endswith="-run-stale", kind="conflict")
+    related = tickets.related_tickets(stale, shown=1)
+    # One more than shown, newest first: the page says there are more.
+    assert [row["pk"] for row in related.family] == list(
+        copies.order_by("-created_at", "-id").values_list("pk", flat=True)[:2]
+    )
+    assert related.family[0]["run__run_id"].endswith("-run-stale")
+    same_run = Ticket.objects.filter(run=stale.run).exclude(pk=stale.pk).order_by("pk")
+    assert [row["pk"] for row in related.same_run] == [same_run[0].pk]
+
+
 def test_the_handoff_package_has_what_a_source_team_needs(client, viewer, desk):
     stale = desk["run-stale"]
     client.force_login(viewer)

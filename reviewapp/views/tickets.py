@@ -271,22 +271,16 @@ def _work_context(request: HttpRequest, ticket: Ticket, stamp: tickets.DataStamp
 def ticket_detail(request: HttpRequest, ticket_id: int) -> HttpResponse:
     ticket = _ticket_or_404(ticket_id)
     stamp = tickets.data_stamp()
-    family = Ticket.objects.filter(fingerprint=ticket.fingerprint).exclude(pk=ticket.pk)
+    # Read when the template's cache (under the data stamp) has nothing.
+    related = SimpleLazyObject(lambda: tickets.related_tickets(ticket, shown=RELATED_SHOWN))
     context = {
         **_work_context(request, ticket, stamp),
         # What was judged never changes: the template caches its part of the page for good,
         # and calls this (once, through {% with %}) only when that cache has nothing yet.
         "read_evidence": lambda: ticket_evidence(with_judgement(ticket)),
         "evidence_seconds": EVIDENCE_CACHE_SECONDS,
-        # One more than shown tells whether there are more.
-        "family_tickets": family.order_by("-created_at", "-id").values(
-            "pk", "reason", "state", "run__run_id"
-        )[: RELATED_SHOWN + 1],
+        "related": related,
         "family_url": _queue_url(tickets.QueueFilters(family=ticket.fingerprint, state="")),
-        "run_tickets": Ticket.objects.filter(run_id=ticket.run_id)
-        .exclude(pk=ticket.pk)
-        .order_by("pk")
-        .values("pk", "field", "finding_kind", "reason", "state")[:RELATED_SHOWN],
         "related_shown": RELATED_SHOWN,
         # Newer versions that would settle this ticket: labels, never changes to it. Only a
         # version newer than the ticket's can have any.
