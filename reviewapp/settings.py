@@ -189,6 +189,7 @@ CELERY_BEAT_SCHEDULE = {
         "task": "reviewapp.tasks.resume_stalled_batches_task",
         "schedule": 300.0,
     },
+    "fold-kept-counts": {"task": "reviewapp.tasks.fold_kept_counts_task", "schedule": 60.0},
 }
 
 # Uploaded and posted trace files wait here for a worker (a volume shared with the

@@ -29,3 +29,11 @@ def resume_stalled_batches_task() -> int:
     for batch in stalled:
         ingest_batch_task.delay(batch.pk)
     return len(stalled)
+
+
+@app.task
+def fold_kept_counts_task() -> None:
+    """Periodic (beat): fold the queue's kept counts (see reviewapp.tickets)."""
+    from reviewapp.tickets import fold_kept_counts
+
+    fold_kept_counts()

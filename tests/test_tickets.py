@@ -304,6 +304,23 @@ def test_folding_the_kept_combinations_changes_none_of_them(
     assert len(rows) == len(set(rows)), "one row per combination once folded"
 
 
+def test_beat_folds_the_kept_counts_every_minute(
+    seeded, desk, reviewer, second_reviewer, tmp_path, settings
+):
+    from reviewapp.tasks import fold_kept_counts_task
+
+    schedule = settings.CELERY_BEAT_SCHEDULE["fold-kept-counts"]
+    assert (schedule["task"], schedule["schedule"]) == (fold_kept_counts_task.name, 60.0)
+    change_tickets_every_way(seeded, desk, reviewer, second_reviewer, tmp_path)
+    before = [combined_and_counted(params, reviewer)[0] for params in COMBINED_FILTERS]
+    assert TicketCombinationDelta.objects.filter(tickets__lt=0).exists()
+    assert TicketFacetDelta.objects.filter(tickets__lt=0).exists()
+    fold_kept_counts_task()
+    assert not TicketCombinationDelta.objects.filter(tickets__lt=0).exists()
+    assert not TicketFacetDelta.objects.filter(tickets__lt=0).exists()
+    assert [combined_and_counted(params, reviewer)[0] for params in COMBINED_FILTERS] == before
+
+
 def test_reading_many_unfolded_combinations_folds_them(seeded, reviewer, monkeypatch):
     monkeypatch.setattr(tickets, "FOLD_COMBINATION_ROWS_AFTER", 0)
     tickets.assign_many(
