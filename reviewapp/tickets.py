@@ -21,16 +21,20 @@ from django.contrib.auth.models import Permission
 from django.core.cache import cache
 from django.db import connection, transaction
 from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from reviewapp.models import (
     AuditEvent,
+    Finding,
+    Judgement,
     PolicyVersion,
     Run,
     Ticket,
     TicketCombinationDelta,
     TicketComment,
     TicketFacetDelta,
+    Verdict,
 )
 from reviewapp.roles import WORK_TICKET
 
@@ -519,6 +523,49 @@ def families(filters: QueueFilters, user, *, limit: int, version: str) -> list[F
         return [Family(r["fingerprint"], r["label"], r["size"], r["unsafe"]) for r in rows]
 
     return _cached(f"tickets:families:{limit}:{version}", count)
+
+
+def with_judged_in(tickets: QuerySet[Ticket]) -> QuerySet[Ticket]:
+    """Tickets with `judged_in`: the judgement whose verdict or finding opened each."""
+    return tickets.annotate(judged_in=Coalesce("verdict__judgement_id", "finding__judgement_id"))
+
+
+@dataclass(frozen=True)
+class LaterJudgement:
+    """What the run's current judgement says of a ticket opened under an earlier one (its
+    run got more lines since, or was judged under a newer policy)."""
+
+    policy_number: int
+    # A conflict ticket: the verdict for the same entity and field now (kind "" if none).
+    kind: str
+    reason: str
+    action: str
+    # A finding ticket: whether the run is still found to have it.
+    still_found: bool
+
+
+def later_judgement(ticket: Ticket) -> LaterJudgement | None:
+    """None while the ticket's own judgement is its run's current one. `ticket` comes with
+    its run and `judged_in` (see with_judged_in)."""
+    current = ticket.run.current_judgement_id
+    if current is None or current == ticket.judged_in:
+        return None
+    policy_number = Judgement.objects.values_list("policy_number", flat=True).get(pk=current)
+    if ticket.kind == Ticket.Kind.FINDING:
+        found = Finding.objects.filter(judgement_id=current, kind=ticket.finding_kind).exists()
+        return LaterJudgement(policy_number, "", "", "", found)
+    verdict = (
+        Verdict.objects.filter(judgement_id=current, entity=ticket.entity, field=ticket.field)
+        .values("kind", "reason", "action")
+        .first()
+    ) or {}
+    return LaterJudgement(
+        policy_number,
+        verdict.get("kind") or "",
+        verdict.get("reason") or "",
+        verdict.get("action") or "",
+        False,
+    )
 
 
 @dataclass(frozen=True)

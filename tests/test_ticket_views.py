@@ -206,6 +206,37 @@ def test_related_tickets_show_the_newest_of_the_family_and_tell_when_there_are_m
     assert [row["pk"] for row in related.same_run] == [same_run[0].pk]
 
 
+def test_a_ticket_says_when_its_run_was_judged_again_since(client, viewer, tmp_path):
+    def observation(obs_id: str, source: str, status: str) -> str:
+        return json.dumps(
+            {
+                "runId": "r-again",
+                "type": "tool_observation",
+                "observationId": obs_id,
+                "source": source,
+                "status": status,
+            }
+        )
+
+    ingest_lines(tmp_path, [observation("o1", "a", "paid"), observation("o2", "b", "gone")])
+    ticket = Ticket.objects.get(run__run_id="r-again")
+    client.force_login(viewer)
+    page = client.get(reverse("ticket-detail", args=[ticket.pk])).content.decode()
+    assert "Judged again since" not in page
+
+    ingest_lines(
+        tmp_path,
+        [json.dumps({"runId": "r-again", "type": "agent_action", "name": "refund"})],
+        "more.jsonl",
+    )
+    page = client.get(reverse("ticket-detail", args=[ticket.pk])).content.decode()
+    banner = page[page.index("Judged again since") :]
+    banner = banner[: banner.index("</p>")]
+    assert "status is now <strong>conflict</strong>" in banner
+    assert "then refund" in banner
+    assert Ticket.objects.filter(run__run_id="r-again").count() == 1  # the same ticket
+
+
 def test_the_handoff_package_has_what_a_source_team_needs(client, viewer, desk):
     stale = desk["run-stale"]
     client.force_login(viewer)

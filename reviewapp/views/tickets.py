@@ -231,9 +231,8 @@ def _assignee(username: str | None):
 
 def _ticket_or_404(ticket_id: int) -> Ticket:
     """The ticket with what the page shows of it (its evidence is read apart, when needed)."""
-    return get_object_or_404(
-        Ticket.objects.select_related("run", "batch", "assignee", "closed_by"), pk=ticket_id
-    )
+    shown = Ticket.objects.select_related("run", "batch", "assignee", "closed_by")
+    return get_object_or_404(tickets.with_judged_in(shown), pk=ticket_id)
 
 
 def _work_context(request: HttpRequest, ticket: Ticket, stamp: tickets.DataStamp) -> dict:
@@ -282,6 +281,7 @@ def ticket_detail(request: HttpRequest, ticket_id: int) -> HttpResponse:
         "related": related,
         "family_url": _queue_url(tickets.QueueFilters(family=ticket.fingerprint, state="")),
         "related_shown": RELATED_SHOWN,
+        "later": tickets.later_judgement(ticket),
         # Newer versions that would settle this ticket: labels, never changes to it. Only a
         # version newer than the ticket's can have any.
         "settlements": ticket.settlements.select_related("policy_version").order_by(
