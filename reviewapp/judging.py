@@ -174,7 +174,9 @@ def record_judgements(runs: list[RunToJudge], *, active: ActivePolicy, batch: In
         run_verdicts = [next(verdicts) for _ in result.verdicts]
         run_findings = [next(findings) for _ in result.findings]
         if judgement_id in now_current:
-            tickets.extend(_tickets_of(run, result, run_verdicts, run_findings, active, batch))
+            tickets.extend(
+                _tickets_of(run, judgement_id, result, run_verdicts, run_findings, active, batch)
+            )
     _insert_new_tickets(tickets)
 
 
@@ -212,12 +214,15 @@ TICKET_COLUMNS = (
     "fingerprint_label",
     "verdict_id",
     "finding_id",
+    "judgement_id",
     "policy_number",
     "batch_id",
 )
 
 
-def _tickets_of(run, result, verdicts, findings, active, batch) -> Iterator[tuple[Any, ...]]:
+def _tickets_of(
+    run, judgement_id, result, verdicts, findings, active, batch
+) -> Iterator[tuple[Any, ...]]:
     """Ticket rows (TICKET_COLUMNS) for a run's conflicts and findings."""
     observations = {r.observation_id: r for _, r in run.records if isinstance(r, Observation)}
     for (verdict_id, _), verdict in zip(verdicts, result.verdicts, strict=True):
@@ -241,6 +246,7 @@ def _tickets_of(run, result, verdicts, findings, active, batch) -> Iterator[tupl
             label,
             verdict_id,
             None,
+            judgement_id,
             active.number,
             batch.pk,
         )
@@ -262,6 +268,7 @@ def _tickets_of(run, result, verdicts, findings, active, batch) -> Iterator[tupl
             label,
             None,
             finding_id,
+            judgement_id,
             active.number,
             batch.pk,
         )

@@ -316,6 +316,16 @@ class Ticket(models.Model):
     finding = models.ForeignKey(
         Finding, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
+    # The judgement whose verdict or finding opened the ticket: when it is no longer its
+    # run's current one, the ticket says what the newer judgement says. Never looked up by.
+    judgement = models.ForeignKey(
+        Judgement,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,
+    )
     policy_number = models.PositiveIntegerField()
     batch = models.ForeignKey(IngestBatch, on_delete=models.PROTECT, related_name="opened_tickets")
     state = models.CharField(max_length=10, choices=State.choices, default=State.OPEN)

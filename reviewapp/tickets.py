@@ -21,7 +21,6 @@ from django.contrib.auth.models import Permission
 from django.core.cache import cache
 from django.db import connection, transaction
 from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery, Sum
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from reviewapp.models import (
@@ -525,11 +524,6 @@ def families(filters: QueueFilters, user, *, limit: int, version: str) -> list[F
     return _cached(f"tickets:families:{limit}:{version}", count)
 
 
-def with_judged_in(tickets: QuerySet[Ticket]) -> QuerySet[Ticket]:
-    """Tickets with `judged_in`: the judgement whose verdict or finding opened each."""
-    return tickets.annotate(judged_in=Coalesce("verdict__judgement_id", "finding__judgement_id"))
-
-
 @dataclass(frozen=True)
 class LaterJudgement:
     """What the run's current judgement says of a ticket opened under an earlier one (its
@@ -545,10 +539,10 @@ class LaterJudgement:
 
 
 def later_judgement(ticket: Ticket) -> LaterJudgement | None:
-    """None while the ticket's own judgement is its run's current one. `ticket` comes with
-    its run and `judged_in` (see with_judged_in)."""
+    """None while the judgement that opened the ticket is its run's current one (`ticket`
+    comes with its run)."""
     current = ticket.run.current_judgement_id
-    if current is None or current == ticket.judged_in:
+    if current is None or ticket.judgement_id is None or current == ticket.judgement_id:
         return None
     policy_number = Judgement.objects.values_list("policy_number", flat=True).get(pk=current)
     if ticket.kind == Ticket.Kind.FINDING:

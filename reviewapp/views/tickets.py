@@ -231,8 +231,9 @@ def _assignee(username: str | None):
 
 def _ticket_or_404(ticket_id: int) -> Ticket:
     """The ticket with what the page shows of it (its evidence is read apart, when needed)."""
-    shown = Ticket.objects.select_related("run", "batch", "assignee", "closed_by")
-    return get_object_or_404(tickets.with_judged_in(shown), pk=ticket_id)
+    return get_object_or_404(
+        Ticket.objects.select_related("run", "batch", "assignee", "closed_by"), pk=ticket_id
+    )
 
 
 def _work_context(request: HttpRequest, ticket: Ticket, stamp: tickets.DataStamp) -> dict:
