@@ -225,7 +225,10 @@ def _store_file(batch: IngestBatch, progress: Progress | None, in_flight: _RunsI
     count = 0
     with open(batch.stored_path, "rb") as stream:
         chunk: list[RawLine] = []
-        for raw_line in iter_raw_lines(stream, batch.file_name):
+        lines = iter_raw_lines(
+            stream, batch.file_name, max_decompressed=settings.INGEST_MAX_DECOMPRESSED_BYTES
+        )
+        for raw_line in lines:
             chunk.append(raw_line)
             if len(chunk) >= CHUNK_LINES:
                 count += _store_chunk(batch, _prepare_chunk(batch, chunk), in_flight)

@@ -197,7 +197,10 @@ CELERY_BEAT_SCHEDULE = {
 UPLOAD_DIR = Path(os.environ.get("UPLOAD_DIR", VAR_DIR / "uploads"))
 # The largest body the ingest API and the upload page accept.
 INGEST_MAX_BYTES = env_int("INGEST_MAX_BYTES", 512 * 1024 * 1024)
-# Uploads up to this size are ingested while the browser waits; larger ones by a worker.
+# What a gzip file or body may inflate to; past it, the rest is one rejected line.
+INGEST_MAX_DECOMPRESSED_BYTES = env_int("INGEST_MAX_DECOMPRESSED_BYTES", 4 * 1024**3)
+# Plain uploads up to this size are ingested while the browser waits; larger ones, and every
+# gzip (whose size says little of what it holds), by a worker.
 INGEST_INLINE_MAX_BYTES = env_int("INGEST_INLINE_MAX_BYTES", 1024 * 1024)
 
 # Where OpenTelemetry tool results carry provenance (comma-separated keys, tried in

@@ -18,8 +18,38 @@ UTF8_BOM = b"\xef\xbb\xbf"
 MAX_LINE_BYTES = 8 * 1024 * 1024
 # What is kept of a line too long to keep whole.
 OVERSIZED_PREFIX_BYTES = 4096
-# A pretty-printed JSON document (an OTLP export, say) is read whole up to this size.
-MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
+# A pretty-printed JSON document (an OTLP export, say) is read whole up to this size:
+# parsing holds many times its size in memory.
+MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
+# What a gzip stream may inflate to before the rest of it is refused (a gzip bomb
+# inflates a thousandfold); ingestion passes its setting.
+MAX_DECOMPRESSED_BYTES = 4 * 1024**3
+
+
+class DecompressedTooLarge(OSError):
+    """A gzip stream that inflates past its limit."""
+
+
+class _Capped(io.RawIOBase):
+    """A decompressing stream that refuses to give more than `limit` bytes."""
+
+    def __init__(self, stream: BinaryIO, limit: int):
+        self._stream, self._limit, self._given = stream, limit, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        # read1: what one step inflates, so that a stream damaged further on still gives
+        # everything before the damage.
+        data = self._stream.read1(len(buffer))  # type: ignore[attr-defined]
+        self._given += len(data)
+        if self._given > self._limit:
+            raise DecompressedTooLarge(
+                f"the decompressed data passes {self._limit:,} bytes; the rest was not read"
+            )
+        buffer[: len(data)] = data
+        return len(data)
 
 
 class TraceFileError(OSError):
@@ -44,12 +74,25 @@ class RawLine:
         return data
 
 
-def open_stream(stream: BinaryIO) -> BinaryIO:
-    """Wrap a binary stream in a gzip decoder when it starts with the gzip magic bytes."""
+def open_stream(stream: BinaryIO, max_decompressed: int = MAX_DECOMPRESSED_BYTES) -> BinaryIO:
+    """Wrap a binary stream in a gzip decoder when it starts with the gzip magic bytes,
+    capped at `max_decompressed` bytes."""
     buffered = stream if isinstance(stream, io.BufferedReader) else io.BufferedReader(stream)  # type: ignore[arg-type]
     if buffered.peek(2)[:2] == GZIP_MAGIC:
-        return gzip.GzipFile(fileobj=buffered)  # type: ignore[return-value]
+        inflated = gzip.GzipFile(fileobj=buffered)
+        return io.BufferedReader(_Capped(inflated, max_decompressed))  # type: ignore[arg-type]
     return buffered
+
+
+def is_gzip(path: str | Path) -> bool:
+    with open(path, "rb") as stream:
+        return stream.read(2) == GZIP_MAGIC
+
+
+def _unreadable(exc: BaseException) -> str:
+    if isinstance(exc, DecompressedTooLarge):
+        return str(exc)
+    return f"unreadable compressed data: {exc}"
 
 
 class _Concatenated(io.RawIOBase):
@@ -93,15 +136,17 @@ def _whole_document(reader: BinaryIO) -> tuple[bytes | None, BinaryIO]:
     return None, io.BufferedReader(_Concatenated(data, reader))
 
 
-def iter_raw_lines(stream: BinaryIO, source: str) -> Iterator[RawLine]:
+def iter_raw_lines(
+    stream: BinaryIO, source: str, *, max_decompressed: int = MAX_DECOMPRESSED_BYTES
+) -> Iterator[RawLine]:
     """Yield the non-blank lines of a (possibly gzip) stream, or a pretty-printed document as
-    one unit; a corrupt or truncated gzip ends with one RawLine carrying the error, after
-    every line that could be read."""
-    reader = open_stream(stream)
+    one unit; a corrupt, truncated or too large gzip ends with one RawLine carrying the
+    error, after every line that could be read."""
+    reader = open_stream(stream, max_decompressed)
     try:
         document, reader = _whole_document(reader)
     except (OSError, EOFError, zlib.error) as exc:
-        yield RawLine(source, 1, b"", error=f"unreadable compressed data: {exc}")
+        yield RawLine(source, 1, b"", error=_unreadable(exc))
         return
     if document is not None:
         yield RawLine(source, 1, document.strip())
@@ -111,7 +156,7 @@ def iter_raw_lines(stream: BinaryIO, source: str) -> Iterator[RawLine]:
         try:
             chunk = reader.readline(MAX_LINE_BYTES + 1)
         except (OSError, EOFError, zlib.error) as exc:
-            yield RawLine(source, number + 1, b"", error=f"unreadable compressed data: {exc}")
+            yield RawLine(source, number + 1, b"", error=_unreadable(exc))
             return
         if not chunk:
             return
@@ -126,7 +171,7 @@ def iter_raw_lines(stream: BinaryIO, source: str) -> Iterator[RawLine]:
                         break
                     size += len(chunk)
             except (OSError, EOFError, zlib.error) as exc:
-                yield RawLine(source, number + 1, b"", error=f"unreadable compressed data: {exc}")
+                yield RawLine(source, number + 1, b"", error=_unreadable(exc))
                 return
             yield RawLine(
                 source,

@@ -328,6 +328,17 @@ def test_a_corrupt_gzip_keeps_every_line_before_the_damage(tmp_path):
     assert TraceLine.objects.get(accepted=False).reason.startswith("unreadable compressed data")
 
 
+def test_a_gzip_that_inflates_past_its_limit_keeps_the_lines_before_it(tmp_path, settings):
+    settings.INGEST_MAX_DECOMPRESSED_BYTES = 50_000
+    content = b"".join(observation(f"r{i}", "o1", "a", "paid") + b"\n" for i in range(2000))
+    assert len(content) > 100_000
+    summary = ingest(tmp_path, gzip.compress(content), name="bomb.jsonl.gz")
+    assert_accounted(summary)
+    assert 0 < summary.accepted < 2000 and summary.rejected == 1
+    reason = TraceLine.objects.get(accepted=False).reason
+    assert reason == "the decompressed data passes 50,000 bytes; the rest was not read"
+
+
 def test_an_empty_file_is_an_empty_batch(tmp_path):
     summary = ingest(tmp_path, b"")
     assert summary.as_dict() == IngestSummary().as_dict()

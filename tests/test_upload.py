@@ -49,6 +49,18 @@ def test_large_files_go_to_a_worker_with_a_progress_bar(
     assert b'hx-trigger="every 1s"' in progress.content and b"<html" not in progress.content
 
 
+def test_a_small_gzip_goes_to_a_worker_whatever_it_inflates_to(
+    client, reviewer, django_capture_on_commit_callbacks
+):
+    import gzip
+
+    client.force_login(reviewer)
+    with django_capture_on_commit_callbacks() as callbacks:
+        upload(client, SimpleUploadedFile("small.jsonl.gz", gzip.compress(GOOD)))
+    assert len(callbacks) == 1
+    assert IngestBatch.objects.get().state == "queued"
+
+
 def test_a_finished_batch_stops_polling(client, reviewer):
     client.force_login(reviewer)
     upload(client, SimpleUploadedFile("a.jsonl", GOOD))

@@ -15,6 +15,7 @@ from reviewapp.ingestion import create_batch, ingest_batch, keep_upload
 from reviewapp.models import ApiToken, IngestBatch
 from reviewapp.roles import INGEST
 from reviewapp.tasks import ingest_batch_task
+from reviewapp.trace_files import is_gzip
 
 BATCHES_PER_PAGE = 25
 LINES_PER_PAGE = 50
@@ -55,7 +56,7 @@ def _accept_uploads(request: HttpRequest, files) -> None:
             digest=(sha256, size),
             user=request.user,
         )
-        if size <= settings.INGEST_INLINE_MAX_BYTES:
+        if size <= settings.INGEST_INLINE_MAX_BYTES and not is_gzip(path):
             summary = ingest_batch(batch)
             if not summary.lines:
                 messages.warning(request, f"{upload.name}: the file is empty; nothing to ingest.")
