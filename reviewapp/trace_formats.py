@@ -13,6 +13,8 @@ from reviewapp import otel
 from reviewapp.engine import Record, RecordError, decode_line, parse_record
 
 NATIVE = "native"
+# PostgreSQL cannot store a NUL character in JSON or text.
+NUL_REASON = "contains a NUL character (\\u0000), which cannot be stored"
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,8 +38,7 @@ def decode_unit(payload: bytes) -> DecodedUnit:
     """Decode and check one unit; raises RecordError with the one-line reason to show."""
     document = decode_line(payload)
     if b"\\u0000" in payload:
-        # PostgreSQL cannot store a NUL character in JSON or text.
-        raise RecordError("contains a NUL character (\\u0000), which cannot be stored")
+        raise RecordError(NUL_REASON)
     external = otel.detect_format(document)
     if external is None:
         return DecodedUnit(NATIVE, [parse_record(document)], [document])
@@ -47,6 +48,9 @@ def decode_unit(payload: bytes) -> DecodedUnit:
         raise RecordError(f"{external}: {exc}") from None
     if not converted:
         raise RecordError(f"{external}: no tool spans in this document")
+    if _holds_nul(converted):
+        # JSON text inside a span's attributes, decoded by the adapter, can hold one too.
+        raise RecordError(f"{external}: {NUL_REASON}")
     records = []
     for index, item in enumerate(converted):
         try:
@@ -54,6 +58,16 @@ def decode_unit(payload: bytes) -> DecodedUnit:
         except RecordError as exc:
             raise RecordError(f"{external}: span record {index + 1}: {exc}") from None
     return DecodedUnit(external, records, converted)
+
+
+def _holds_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(key) or _holds_nul(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(_holds_nul(item) for item in value)
+    return False
 
 
 def parse_timestamp(text: str | None) -> datetime | None:

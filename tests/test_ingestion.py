@@ -339,6 +339,22 @@ def test_a_gzip_that_inflates_past_its_limit_keeps_the_lines_before_it(tmp_path,
     assert reason == "the decompressed data passes 50,000 bytes; the rest was not read"
 
 
+def test_a_nul_hidden_in_a_span_result_is_one_rejected_line_not_a_failed_batch(tmp_path):
+    from tests.test_otel import otlp, tool_span
+
+    span = tool_span({"gen_ai.tool.call.result": '{"status": "pa-NUL-id"}'})
+    # \u005c decodes to a backslash: the result's JSON text then holds \u0000, a NUL once
+    # the adapter decodes it, which no check of the line's own bytes can see.
+    line = json.dumps(otlp(span)).replace("-NUL-", "\\u005cu0000").encode()
+    assert b"\\u0000" not in line
+    summary = ingest(tmp_path, line + b"\n" + observation("r1", "o1", "a", "paid") + b"\n")
+    assert (summary.accepted, summary.rejected) == (1, 1)
+    assert IngestBatch.objects.get().state == "done"
+    assert TraceLine.objects.get(accepted=False).reason == (
+        "otlp: contains a NUL character (\\u0000), which cannot be stored"
+    )
+
+
 def test_an_empty_file_is_an_empty_batch(tmp_path):
     summary = ingest(tmp_path, b"")
     assert summary.as_dict() == IngestSummary().as_dict()
