@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import Max
@@ -22,6 +22,9 @@ from reviewapp.judging import stored_engine_records
 from reviewapp.models import AuditEvent, PolicyVersion, ProspectiveSettlement, RuleProposal, Ticket
 from reviewapp.policies import default_policy_document, latest_version, policy_of_version
 from reviewapp.policy_documents import apply_change, describe_change
+
+if TYPE_CHECKING:
+    from reviewapp.tickets import DataStamp
 
 # How many open tickets a preview judges again; the count beyond is reported, not judged.
 PREVIEW_TICKET_LIMIT = 300
@@ -268,17 +271,14 @@ def settled_open_tickets(version: PolicyVersion):
     )
 
 
-def close_settled(*, version: PolicyVersion, actor) -> str:
-    """Close, as explained by the newer policy, every open ticket labelled for `version`;
-    a ticket someone changed meanwhile is left alone and reported."""
-    from reviewapp.tickets import close_many
+def close_settled(*, version: PolicyVersion, actor, seen: DataStamp) -> str:
+    """Close, as explained by the newer policy, every open ticket labelled for `version` as
+    the page rendered under `seen` showed them: one changed since is left alone and
+    reported, one labelled since is left for another look."""
+    from reviewapp.tickets import close_settled_by_policy, revisions_as_seen
 
-    expected = dict(settled_open_tickets(version).values_list("pk", "revision"))
-    outcome = close_many(
-        expected,
-        actor=actor,
-        resolution=Ticket.Resolution.EXPLAINED,
-        cause=Ticket.Cause.POLICY,
-        cause_text=f"would be resolved under v{version.number}",
+    labelled = Ticket.objects.filter(settlements__policy_version=version)
+    outcome = close_settled_by_policy(
+        revisions_as_seen(labelled, seen), actor=actor, version_number=version.number
     )
     return outcome.summary("closed")

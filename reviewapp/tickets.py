@@ -41,6 +41,7 @@ from reviewapp.roles import WORK_TICKET
 REVIEWER_CAUSES = [
     (value, label) for value, label in Ticket.Cause.choices if value != Ticket.Cause.POLICY
 ]
+REVIEWER_CAUSE_VALUES = frozenset(value for value, _ in REVIEWER_CAUSES)
 ASSIGNEE_ME, ASSIGNEE_NONE = "me", "unassigned"
 SORTS: dict[str, tuple[str, ...]] = {
     "newest": ("-created_at", "-id"),
@@ -204,15 +205,30 @@ class Facets:
 
 @dataclass(frozen=True)
 class DataStamp:
-    """The tickets and policy versions as they are now, named in one short statement."""
+    """The tickets and policy versions as they are now, named in one short statement.
 
-    # Changes whenever a ticket is opened (a new id) or changed (every change appends an
-    # audit event), or a policy version is published: what is cached under it is never
-    # stale. A row committed out of id order (two ingest workers at once) is the only miss,
-    # and CACHE_SECONDS bounds it.
-    text: str
+    Its text changes whenever a ticket is opened (a new id) or changed (every change
+    appends an audit event), or a policy version is published: what is cached under it is
+    never stale. A row committed out of id order (two ingest workers at once) is the only
+    miss, and CACHE_SECONDS bounds it. A page's forms send it back, so that a bulk change
+    applies to the tickets as that page showed them (see revisions_as_seen)."""
+
+    newest_ticket: int
+    newest_event: int
     # 0 until a version is published; only tickets judged under an older one can be settled.
     newest_policy_number: int
+
+    @property
+    def text(self) -> str:
+        return f"{self.newest_ticket}-{self.newest_event}-{self.newest_policy_number}"
+
+    @classmethod
+    def from_text(cls, text: str) -> DataStamp:
+        parts = text.split("-")
+        if len(parts) != 3 or not all(part.isascii() and part.isdecimal() for part in parts):
+            raise TicketActionError("the page was too old or damaged: load it again and retry")
+        newest_ticket, newest_event, newest_policy_number = (int(part) for part in parts)
+        return cls(newest_ticket, newest_event, newest_policy_number)
 
 
 def data_stamp() -> DataStamp:
@@ -224,7 +240,7 @@ def data_stamp() -> DataStamp:
             f"(SELECT MAX(number) FROM {versions})"
         )
         newest_ticket, newest_event, newest_version = cursor.fetchone()
-    return DataStamp(f"{newest_ticket}-{newest_event}-{newest_version}", newest_version or 0)
+    return DataStamp(newest_ticket or 0, newest_event or 0, newest_version or 0)
 
 
 def queue_version(filters: QueueFilters, user) -> str:
@@ -836,8 +852,9 @@ def assign(ticket: Ticket, *, revision: int, actor, assignee) -> Ticket:
 def _closing(resolution: str, cause: str, cause_text: str) -> dict[str, Any]:
     cause_text = cause_text.strip()
     if resolution == Ticket.Resolution.EXPLAINED:
-        if cause not in Ticket.Cause.values:
-            raise TicketActionError("closing as explained needs a cause")
+        # "Settled by a newer policy version" is recorded only by close_settled_by_policy.
+        if cause not in REVIEWER_CAUSE_VALUES:
+            raise TicketActionError("closing as explained needs one of the causes offered")
         if cause == Ticket.Cause.OTHER and not cause_text:
             raise TicketActionError("the cause “other” needs a few words saying what it was")
     elif resolution == Ticket.Resolution.UNEXPLAINED:
@@ -850,8 +867,22 @@ def _closing(resolution: str, cause: str, cause_text: str) -> dict[str, Any]:
 def close_many(
     expected: Mapping[int, int], *, actor, resolution: str, cause: str = "", cause_text: str = ""
 ) -> Outcome:
+    return _close(expected, actor, _closing(resolution, cause, cause_text))
+
+
+def close_settled_by_policy(expected: Mapping[int, int], *, actor, version_number: int) -> Outcome:
+    """Close as explained by a newer policy version, the one cause no reviewer picks."""
+    closing = {
+        "resolution": Ticket.Resolution.EXPLAINED,
+        "cause": Ticket.Cause.POLICY,
+        "cause_text": f"would be resolved under v{version_number}",
+    }
+    return _close(expected, actor, closing)
+
+
+def _close(expected: Mapping[int, int], actor, closing: dict[str, Any]) -> Outcome:
     changes = {
-        **_closing(resolution, cause, cause_text),
+        **closing,
         "state": Ticket.State.CLOSED,
         "closed_by": actor,
         "closed_at": timezone.now(),
@@ -908,13 +939,28 @@ def add_comment(ticket: Ticket, *, actor, text: str) -> TicketComment:
     return comment
 
 
-def family_revisions(fingerprint: str) -> dict[int, int]:
-    """The open tickets of a family at their current revisions, for a bulk change of the
-    whole family: one changed meanwhile by someone else is reported, not overwritten."""
-    rows = Ticket.objects.filter(fingerprint=fingerprint, state=Ticket.State.OPEN).values_list(
-        "pk", "revision"
+def revisions_as_seen(selected: QuerySet[Ticket], seen: DataStamp) -> dict[int, int]:
+    """The revisions the selected tickets had on a page rendered under `seen`, for a bulk
+    change of all of them: one changed since then fails, reported with who changed it, and
+    one opened since is left out. Every change bumps the revision and appends one audit
+    event (a comment only appends), so the revision seen is today's less the changes since.
+    Tickets closed before the page was rendered are not counted in."""
+    changes_since = Count(
+        "audit_events",
+        filter=Q(audit_events__id__gt=seen.newest_event) & ~Q(audit_events__verb="commented"),
     )
-    return dict(rows)
+    rows = (
+        selected.filter(pk__lte=seen.newest_ticket)
+        .annotate(changes_since=changes_since)
+        .filter(Q(state=Ticket.State.OPEN) | Q(changes_since__gt=0))
+        .values_list("pk", "revision", "changes_since")
+    )
+    return {pk: revision - changes for pk, revision, changes in rows}
+
+
+def family_revisions(fingerprint: str, seen: DataStamp) -> dict[int, int]:
+    """The family's open tickets as a page rendered under `seen` showed them."""
+    return revisions_as_seen(Ticket.objects.filter(fingerprint=fingerprint), seen)
 
 
 def parse_selection(values: Iterable[str]) -> dict[int, int]:

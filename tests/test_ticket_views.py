@@ -360,9 +360,13 @@ def test_bulk_assign_a_whole_family(client, reviewer, second_reviewer, desk, tmp
     )
     family = desk["run-stale"].fingerprint
     client.force_login(reviewer)
-    client.post(
-        reverse("ticket-bulk"), {"whole_family": family, "operation": "assign", "assignee": "ravi"}
-    )
+    change = {"whole_family": family, "operation": "assign", "assignee": "ravi"}
+    refused = client.post(reverse("ticket-bulk"), change, follow=True).content.decode()
+    assert "the page was too old or damaged" in refused  # no stamp of the page seen
+    assert not Ticket.objects.filter(assignee__isnull=False).exists()
+    page = client.get(reverse("ticket-queue"), {"family": family}).content.decode()
+    seen = re.search(r'name="seen" value="([0-9-]+)"', page).group(1)
+    client.post(reverse("ticket-bulk"), {**change, "seen": seen})
     assert set(
         Ticket.objects.filter(fingerprint=family).values_list("assignee__username", flat=True)
     ) == {"ravi"}

@@ -470,7 +470,7 @@ def test_a_change_that_wins_between_read_and_write_makes_the_guarded_update_fail
 
 def test_explained_needs_a_cause_and_other_needs_words(desk, reviewer):
     ticket = desk["run-stale"]
-    with pytest.raises(tickets.TicketActionError, match="needs a cause"):
+    with pytest.raises(tickets.TicketActionError, match="needs one of the causes offered"):
         tickets.close(ticket, revision=1, actor=reviewer, resolution="explained")
     with pytest.raises(tickets.TicketActionError, match="needs a few words"):
         tickets.close(
@@ -481,7 +481,7 @@ def test_explained_needs_a_cause_and_other_needs_words(desk, reviewer):
             cause="other",
             cause_text="  ",
         )
-    with pytest.raises(tickets.TicketActionError, match="needs a cause"):
+    with pytest.raises(tickets.TicketActionError, match="needs one of the causes offered"):
         tickets.close(ticket, revision=1, actor=reviewer, resolution="explained", cause="clocks")
     with pytest.raises(tickets.TicketActionError, match="explained or unexplained"):
         tickets.close(ticket, revision=1, actor=reviewer, resolution="fixed")
@@ -576,7 +576,7 @@ def test_bulk_close_of_a_whole_family_leaves_closed_tickets_alone(seeded, review
     members = [t for t in seeded if t.fingerprint == family]
     open_ones = {t.pk for t in members if t.state == "open"}
     assert open_ones and len(open_ones) < len(members)
-    expected = tickets.family_revisions(family)
+    expected = tickets.family_revisions(family, tickets.data_stamp())
     assert set(expected) == open_ones
     outcome = tickets.close_many(
         expected, actor=reviewer, resolution="explained", cause="normalization"
@@ -586,6 +586,53 @@ def test_bulk_close_of_a_whole_family_leaves_closed_tickets_alone(seeded, review
     assert AuditEvent.objects.filter(verb="closed", ticket__fingerprint=family).count() == len(
         open_ones
     )
+
+
+def test_a_whole_family_change_reports_tickets_changed_since_the_page_was_seen(
+    seeded, reviewer, second_reviewer
+):
+    family = next(t.fingerprint for t in seeded if t.state == "open")
+    open_ones = Ticket.objects.filter(fingerprint=family, state="open").order_by("pk")
+    assert open_ones.count() >= 2
+    seen = tickets.data_stamp()  # the page as the reviewer loaded it
+    claimed = open_ones[0]
+    tickets.claim(claimed, revision=claimed.revision, actor=second_reviewer)
+    tickets.add_comment(open_ones[1], actor=second_reviewer, text="a comment changes nothing")
+    outcome = tickets.assign_many(
+        tickets.family_revisions(family, seen), actor=reviewer, assignee=reviewer
+    )
+    assert claimed.pk not in outcome.changed
+    assert [c.ticket.pk for c in outcome.conflicts] == [claimed.pk]
+    claimed.refresh_from_db()
+    assert claimed.assignee == second_reviewer  # not silently taken over
+    assert open_ones[1].pk in outcome.changed
+
+
+def test_tickets_opened_after_the_page_was_seen_are_left_out(desk, reviewer, tmp_path):
+    family = desk["run-stale"].fingerprint
+    seen = tickets.data_stamp()
+    ingest_lines(tmp_path, [line.replace('"run-', '"later-run-') for line in review_desk_trace()])
+    later = Ticket.objects.get(run__run_id="later-run-stale", kind="conflict")
+    assert later.fingerprint == family
+    assert later.pk not in tickets.family_revisions(family, seen)
+    assert later.pk in tickets.family_revisions(family, tickets.data_stamp())
+
+
+def test_a_damaged_page_stamp_is_refused():
+    for text in ("", "1-2", "1-2-x", "١-2-3", "1-2-3-4"):
+        with pytest.raises(tickets.TicketActionError):
+            tickets.DataStamp.from_text(text)
+    assert tickets.DataStamp.from_text("7-8-0") == tickets.DataStamp(7, 8, 0)
+
+
+def test_no_reviewer_can_record_the_policy_cause_by_hand(desk, reviewer):
+    ticket = desk["run-stale"]
+    with pytest.raises(tickets.TicketActionError, match="one of the causes offered"):
+        tickets.close(
+            ticket, revision=ticket.revision, actor=reviewer, resolution="explained", cause="policy"
+        )
+    ticket.refresh_from_db()
+    assert ticket.state == "open"
 
 
 def test_a_selection_is_read_as_rendered():

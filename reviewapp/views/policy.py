@@ -32,6 +32,7 @@ from reviewapp.policy_versions import (
     settled_open_tickets,
 )
 from reviewapp.roles import APPROVE_RULE, PROPOSE_RULE, WORK_TICKET
+from reviewapp.tickets import DataStamp, TicketActionError, data_stamp
 
 VERSIONS_PER_PAGE = 20
 
@@ -313,12 +314,18 @@ def settled_tickets(request: HttpRequest, number: int) -> HttpResponse:
     page = Paginator(settled_open_tickets(version).prefetch_related("settlements"), 50).get_page(
         request.GET.get("page")
     )
-    return render(request, "policy/settled.html", {"version": version, "page": page})
+    context = {"version": version, "page": page, "seen": data_stamp().text}
+    return render(request, "policy/settled.html", context)
 
 
 @require_POST
 @permission_required(WORK_TICKET, raise_exception=True)
 def close_settled_view(request: HttpRequest, number: int) -> HttpResponse:
     version = get_object_or_404(PolicyVersion, number=number)
-    messages.success(request, close_settled(version=version, actor=request.user))
+    try:
+        seen = DataStamp.from_text(request.POST.get("seen", ""))
+    except TicketActionError as error:
+        messages.error(request, f"Not applied: {error}.")
+    else:
+        messages.success(request, close_settled(version=version, actor=request.user, seen=seen))
     return redirect("policy-settled", number=number)

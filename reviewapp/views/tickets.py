@@ -72,6 +72,8 @@ def ticket_queue(request: HttpRequest) -> HttpResponse:
         "workers": tickets.ticket_workers() if can_work else [],
         "causes": tickets.REVIEWER_CAUSES,
         "cache_seconds": tickets.CACHE_SECONDS,
+        # For the whole-family bulk change, read only when its form is rendered.
+        "seen": lambda: tickets.data_stamp().text,
     }
     template = "tickets/queue.html"
     if request.htmx:
@@ -186,14 +188,15 @@ def ticket_bulk(request: HttpRequest) -> HttpResponse:
     """Assign or close the checked tickets, or every open ticket of one family."""
     filters = tickets.queue_filters(request.POST)
     family = request.POST.get("whole_family", "")
-    if family:
-        expected = tickets.family_revisions(family)
-    else:
-        expected = tickets.parse_selection(request.POST.getlist("selected"))
-    if not expected:
-        messages.warning(request, "Nothing was selected.")
-        return redirect(_queue_url(filters))
     try:
+        if family:
+            seen = tickets.DataStamp.from_text(request.POST.get("seen", ""))
+            expected = tickets.family_revisions(family, seen)
+        else:
+            expected = tickets.parse_selection(request.POST.getlist("selected"))
+        if not expected:
+            messages.warning(request, "Nothing was selected.")
+            return redirect(_queue_url(filters))
         if request.POST.get("operation") == "close":
             outcome = tickets.close_many(
                 expected,
