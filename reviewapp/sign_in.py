@@ -1,17 +1,18 @@
-"""Signing in, with failed attempts throttled per account and per client address.
+"""Signing in, with attempts throttled per account and failures per client address.
 
-After SIGN_IN_MAX_FAILURES wrong passwords for one username (or five times as many from one
-address, whatever the usernames) within SIGN_IN_LOCKOUT_SECONDS, further attempts are
-refused without checking the password, until the window has passed: guessing stops paying.
-A successful sign-in clears its username's count. Counts live in the cache, so they are
-shared between web processes when CACHE_URL points at Redis (docker-compose does)."""
+Every attempt for a username counts until one succeeds (which clears the count), and it is
+counted before the password is checked, so that guesses sent in parallel each take a
+number: past SIGN_IN_MAX_FAILURES the rest are refused without checking the password.
+Failures from one address count too (five times as many allowed, whatever the usernames).
+A count lasts SIGN_IN_LOCKOUT_SECONDS from its first attempt. Counts live in the cache,
+shared between web processes when CACHE_URL points at Redis (docker-compose does).
+Behind a proxy (BEHIND_PROXY), the address is the one the proxy saw, the last hop of
+X-Forwarded-For: every client would otherwise share the proxy's."""
 
 from __future__ import annotations
 
 import hashlib
 import logging
-import math
-import time
 
 from django import forms
 from django.conf import settings
@@ -25,41 +26,53 @@ ADDRESS_FACTOR = 5
 
 def _key(kind: str, value: str) -> str:
     # Hashed: usernames and addresses never become cache keys as typed.
-    return f"sign-in-failures:{kind}:{hashlib.sha256(value.encode()).hexdigest()}"
+    return f"sign-in:{kind}:{hashlib.sha256(value.encode()).hexdigest()}"
 
 
-def _keys(request: HttpRequest | None, username: str) -> list[tuple[str, int]]:
-    """Each counter with the number of failures that locks it."""
+def _user_key(username: str) -> str:
+    return _key("user", username.strip().casefold())
+
+
+def client_address(request: HttpRequest | None) -> str:
+    if request is None:
+        return ""
+    if settings.BEHIND_PROXY:
+        forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
+        if forwarded:
+            return forwarded.split(",")[-1].strip()
+    return request.META.get("REMOTE_ADDR", "")
+
+
+def _count(key: str) -> int:
+    """One more on this counter, atomically where the cache allows it (Redis does)."""
+    cache.add(key, 0, settings.SIGN_IN_LOCKOUT_SECONDS)
+    try:
+        return cache.incr(key)
+    except ValueError:  # expired between add and incr
+        cache.add(key, 1, settings.SIGN_IN_LOCKOUT_SECONDS)
+        return 1
+
+
+def attempt_allowed(request: HttpRequest | None, username: str) -> bool:
+    """Count this attempt; False when the username or the address is locked out."""
+    address = client_address(request)
     limit = settings.SIGN_IN_MAX_FAILURES
-    keys = [(_key("user", username.strip().casefold()), limit)]
-    address = request.META.get("REMOTE_ADDR", "") if request is not None else ""
-    if address:
-        keys.append((_key("address", address), limit * ADDRESS_FACTOR))
-    return keys
-
-
-def seconds_locked(request: HttpRequest | None, username: str) -> int:
-    """How long sign-ins for this username from this address stay refused (0: allowed)."""
-    now = time.time()
-    remaining = 0.0
-    for key, limit in _keys(request, username):
-        failures = cache.get(key)
-        if failures and failures["count"] >= limit:
-            remaining = max(remaining, failures["until"] - now)
-    return math.ceil(remaining) if remaining > 0 else 0
+    if address and (cache.get(_key("address", address)) or 0) >= limit * ADDRESS_FACTOR:
+        return False
+    return _count(_user_key(username)) <= limit
 
 
 def record_failure(request: HttpRequest | None, username: str) -> None:
-    window = settings.SIGN_IN_LOCKOUT_SECONDS
-    for key, _ in _keys(request, username):
-        failures = cache.get(key) or {"count": 0}
-        # Every failure restarts the window: a patient guesser stays locked out.
-        cache.set(key, {"count": failures["count"] + 1, "until": time.time() + window}, window)
-    log.warning("failed sign-in for %r", username[:150])
+    address = client_address(request)
+    if address:
+        _count(_key("address", address))
+    # Not the username as typed: people type passwords into the wrong box.
+    who = hashlib.sha256(username.strip().casefold().encode()).hexdigest()[:12]
+    log.warning("failed sign-in (username %s) from %s", who, address or "?")
 
 
 def record_success(username: str) -> None:
-    cache.delete(_key("user", username.strip().casefold()))
+    cache.delete(_user_key(username))
 
 
 class ThrottledAuthenticationForm(AuthenticationForm):
@@ -68,18 +81,17 @@ class ThrottledAuthenticationForm(AuthenticationForm):
     error_messages = {
         **AuthenticationForm.error_messages,
         "locked": (
-            "Too many failed sign-ins. Try again in %(minutes)s minute(s), or ask an administrator."
+            "Too many failed sign-ins. Try again in %(minutes)s minutes, or ask an administrator."
         ),
     }
 
     def clean(self):
         username = self.cleaned_data.get("username") or ""
-        locked = seconds_locked(self.request, username)
-        if locked:
+        if not attempt_allowed(self.request, username):
             raise forms.ValidationError(
                 self.error_messages["locked"],
                 code="locked",
-                params={"minutes": math.ceil(locked / 60)},
+                params={"minutes": -(-settings.SIGN_IN_LOCKOUT_SECONDS // 60)},
             )
         try:
             cleaned = super().clean()

@@ -26,7 +26,7 @@ def test_after_five_wrong_passwords_even_the_right_one_is_refused(client, review
     response = sign_in(client, "rita", "pw-rita-123")
     assert response.status_code == 200
     assert LOCKED in response.content
-    assert b"15 minute(s)" in response.content
+    assert b"Try again in 15 minutes" in response.content
     assert not is_signed_in(client)
 
 
@@ -61,3 +61,20 @@ def test_the_lockout_ends_when_its_window_has_passed(client, reviewer, monkeypat
     later = time.time() + settings.SIGN_IN_LOCKOUT_SECONDS + 1
     monkeypatch.setattr(time, "time", lambda: later)
     assert sign_in(client, "rita", "pw-rita-123").status_code == 302
+
+
+def test_guesses_sent_at_once_are_counted_before_any_password_is_checked(rf, settings):
+    from reviewapp.sign_in import attempt_allowed
+
+    request = rf.post("/login/", REMOTE_ADDR="10.0.0.9")
+    allowed = [attempt_allowed(request, "rita") for _ in range(settings.SIGN_IN_MAX_FAILURES + 3)]
+    assert allowed == [True] * settings.SIGN_IN_MAX_FAILURES + [False] * 3
+
+
+def test_behind_a_proxy_the_address_is_the_one_the_proxy_saw(rf, settings):
+    from reviewapp.sign_in import client_address
+
+    request = rf.get("/", REMOTE_ADDR="10.0.0.1", HTTP_X_FORWARDED_FOR="6.6.6.6, 203.0.113.7")
+    assert client_address(request) == "10.0.0.1"
+    settings.BEHIND_PROXY = True
+    assert client_address(request) == "203.0.113.7"
