@@ -183,6 +183,10 @@ def ingest_batch(batch: IngestBatch, *, progress: Progress | None = None) -> Ing
         **summary.as_dict(),
     )
     batch.refresh_from_db()
+    if batch.channel != IngestBatch.Channel.CLI:
+        # Every line is stored now: the kept copy of an upload or a body has done its work
+        # (a file named on the command line is the user's own, and stays).
+        Path(batch.stored_path).unlink(missing_ok=True)
     return summary
 
 

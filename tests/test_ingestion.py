@@ -385,7 +385,8 @@ def test_a_batch_interrupted_mid_way_finishes_on_retry_without_doubles(tmp_path,
     )
     path = tmp_path / "t.jsonl"
     path.write_bytes(content)
-    batch = create_batch(channel=IngestBatch.Channel.API, path=path, file_name="t.jsonl")
+    # A file named on the command line stays where it is, so it can be read again below.
+    batch = create_batch(channel=IngestBatch.Channel.CLI, path=path, file_name="t.jsonl")
     real_store = ingestion._store_chunk
     calls = {"n": 0}
 

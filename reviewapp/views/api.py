@@ -82,9 +82,13 @@ def post_traces(request: HttpRequest) -> JsonResponse:
     token = _token_or_error(request)
     if isinstance(token, JsonResponse):
         return token
-    declared = request.headers.get("Content-Length")
-    if declared and declared.isdigit() and int(declared) > settings.INGEST_MAX_BYTES:
+    declared = request.headers.get("Content-Length", "")
+    if declared.isascii() and declared.isdecimal() and int(declared) > settings.INGEST_MAX_BYTES:
         return _error(413, f"body is over the {settings.INGEST_MAX_BYTES:,}-byte limit")
+    # Checked before the body is kept: a refused request leaves nothing on disk.
+    key = request.headers.get("Idempotency-Key") or None
+    if key is not None and len(key) > 200:
+        return _error(400, "Idempotency-Key is longer than 200 characters")
     try:
         path, sha256, size = _save_body(request)
     except BodyTooLarge:
@@ -92,9 +96,6 @@ def post_traces(request: HttpRequest) -> JsonResponse:
     if size == 0:
         path.unlink(missing_ok=True)
         return _error(400, "empty body: send JSON Lines (optionally gzip-compressed)")
-    key = request.headers.get("Idempotency-Key") or None
-    if key is not None and len(key) > 200:
-        return _error(400, "Idempotency-Key is longer than 200 characters")
     name = request.headers.get("X-File-Name") or f"api-{sha256[:12]}.jsonl"
     try:
         with transaction.atomic():
