@@ -21,10 +21,11 @@ COPY . .
 # settings load during the build; the containers get the real one from .env.
 RUN SECRET_KEY=build-only-not-secret python manage.py collectstatic --noinput -v 0
 
-# An unprivileged user; /app/var/beat holds beat's schedule (a volume in compose).
+# An unprivileged user; /app/var/beat holds beat's schedule and /app/var/uploads what
+# web keeps for the worker (volumes in compose).
 RUN useradd --system --uid 10001 --user-group --home-dir /app --no-create-home \
         --shell /usr/sbin/nologin crosscheck \
-    && mkdir -p /app/var/beat \
+    && mkdir -p /app/var/beat /app/var/uploads \
     && chown -R crosscheck:crosscheck /app/var
 USER crosscheck
 
