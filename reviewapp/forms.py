@@ -42,6 +42,14 @@ class TokenForm(forms.Form):
 NORMALIZER_CHOICES = [("", "—")] + [(kind, kind) for kind in NORMALIZER_KINDS]
 
 
+def whole_number(text: str | None) -> int | None:
+    """A number typed or sent as plain ASCII digits, else None (str.isdigit also takes
+    digits like "²" that int() refuses)."""
+    if text and text.isascii() and text.isdecimal():
+        return int(text)
+    return None
+
+
 def _words(text: str) -> list[str]:
     return [item.strip() for item in text.replace("\n", ",").split(",") if item.strip()]
 
@@ -128,7 +136,8 @@ class ProposalForm(forms.Form):
 
     def ticket_ids(self) -> list[int]:
         """The motivating tickets, read from what was posted (valid or not)."""
-        return [int(item) for item in _words(self.data.get("tickets", "")) if item.isdigit()]
+        found = (whole_number(item) for item in _words(self.data.get("tickets", "")))
+        return [ticket_id for ticket_id in found if ticket_id is not None]
 
 
 class DecisionForm(forms.Form):

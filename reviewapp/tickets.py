@@ -23,6 +23,7 @@ from django.db import connection, transaction
 from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery, Sum
 from django.utils import timezone
 
+from reviewapp.forms import whole_number
 from reviewapp.models import (
     AuditEvent,
     Finding,
@@ -968,6 +969,7 @@ def parse_selection(values: Iterable[str]) -> dict[int, int]:
     selection = {}
     for value in values:
         ticket_id, _, revision = value.partition(":")
-        if ticket_id.isdigit() and revision.isdigit():
-            selection[int(ticket_id)] = int(revision)
+        ticket_id, revision = whole_number(ticket_id), whole_number(revision)
+        if ticket_id is not None and revision is not None:
+            selection[ticket_id] = revision
     return selection

@@ -169,3 +169,13 @@ def test_a_ticket_offers_a_proposal_and_shows_a_newer_version_would_settle_it(
         "propose-from-ticket"
         not in client.get(reverse("ticket-detail", args=[ticket.pk])).content.decode()
     )
+
+
+@pytest.mark.parametrize("odd", ["²", "٣", "-1", "1.5", "99999999999999999999999"])
+def test_odd_numbers_in_policy_urls_are_not_server_errors(client, reviewer, odd):
+    client.force_login(reviewer)
+    assert client.get(reverse("policy-diff"), {"from": odd, "to": "draft"}).status_code in (
+        200,
+        404,
+    )
+    assert client.get(reverse("policy-propose"), {"ticket": odd}).status_code == 200

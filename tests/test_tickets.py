@@ -636,7 +636,7 @@ def test_no_reviewer_can_record_the_policy_cause_by_hand(desk, reviewer):
 
 
 def test_a_selection_is_read_as_rendered():
-    assert tickets.parse_selection(["4:2", "9:1", "x:1", "5", "7:"]) == {4: 2, 9: 1}
+    assert tickets.parse_selection(["4:2", "9:1", "x:1", "5", "7:", "²:1", "3:²"]) == {4: 2, 9: 1}
 
 
 def test_comments_are_kept_in_order_and_audited(desk, reviewer):

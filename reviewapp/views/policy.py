@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from reviewapp.engine import PolicyError
-from reviewapp.forms import DecisionForm, ImportForm, ProposalForm, PublishForm
+from reviewapp.forms import DecisionForm, ImportForm, ProposalForm, PublishForm, whole_number
 from reviewapp.models import PolicyVersion, RuleProposal, Ticket
 from reviewapp.policies import default_policy_document
 from reviewapp.policy_documents import describe_change, describe_rule, diff_documents
@@ -90,8 +90,9 @@ def _document_for(label: str) -> tuple[str, dict]:
     """ "draft", a version number, or "0" for the built-in default."""
     if label == "draft":
         return "draft", draft_document()
-    if label.isdigit() and int(label) > 0:
-        version = get_object_or_404(PolicyVersion, number=int(label))
+    number = whole_number(label)
+    if number:
+        version = get_object_or_404(PolicyVersion, number=number)
         return f"v{version.number}", dict(version.document)
     return "built-in default", default_policy_document()
 
@@ -116,8 +117,8 @@ def _initial_from_ticket(request: HttpRequest) -> tuple[dict, list[Ticket]]:
     """Prefill a proposal from the ticket (or its whole family) that motivated it."""
     ticket_id, family = request.GET.get("ticket"), request.GET.get("family")
     tickets: list[Ticket] = []
-    if ticket_id and ticket_id.isdigit():
-        tickets = list(Ticket.objects.filter(pk=int(ticket_id)))
+    if whole_number(ticket_id) is not None:
+        tickets = list(Ticket.objects.filter(pk=whole_number(ticket_id)))
     elif family:
         tickets = list(Ticket.objects.filter(fingerprint=family, state=Ticket.State.OPEN)[:500])
     if not tickets:
