@@ -153,9 +153,15 @@ def ingest_batch(batch: IngestBatch, *, progress: Progress | None = None) -> Ing
             in_flight.judge_rest()
         judge_stored_runs(_runs_to_judge(batch, active), active=active, batch=batch)
     except Exception as exc:
+        # What the batch page and the API show: no server detail (SQL, paths, trace data).
+        log.exception("batch %s failed", batch.pk)
         IngestBatch.objects.filter(pk=batch.pk).update(
             state=IngestBatch.State.FAILED,
-            error=f"{type(exc).__name__}: {exc}"[:2000],
+            error=(
+                f"stopped by an internal error ({type(exc).__name__}); every chunk stored "
+                f"before it is kept, and sending the batch again finishes it. The server log "
+                f"has the details under batch {batch.pk}."
+            ),
             finished_at=timezone.now(),
         )
         raise

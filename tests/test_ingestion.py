@@ -399,7 +399,9 @@ def test_a_batch_interrupted_mid_way_finishes_on_retry_without_doubles(tmp_path,
     monkeypatch.setattr(ingestion, "_store_chunk", dying_store)
     with pytest.raises(RuntimeError):
         ingest_batch(batch)
-    assert IngestBatch.objects.get().state == "failed"
+    failed = IngestBatch.objects.get()
+    assert failed.state == "failed"
+    assert "internal error (RuntimeError)" in failed.error and "worker lost" not in failed.error
     assert TraceLine.objects.count() == 6  # two whole chunks, nothing partial
     monkeypatch.setattr(ingestion, "_store_chunk", real_store)
     summary = ingest_batch(batch)
