@@ -46,8 +46,15 @@ def local_secret_key() -> str:
     path = VAR_DIR / "secret-key"
     if not path.exists():
         VAR_DIR.mkdir(parents=True, exist_ok=True)
-        path.write_text(secrets.token_urlsafe(64))
-        path.chmod(0o600)
+        # Readable by its owner only from the moment it exists; O_EXCL: two processes
+        # starting at once keep the first one's key.
+        try:
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            pass
+        else:
+            with os.fdopen(descriptor, "w") as key_file:
+                key_file.write(secrets.token_urlsafe(64))
     return path.read_text().strip()
 
 

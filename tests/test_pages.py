@@ -65,3 +65,15 @@ def test_the_dashboard_sums_up_what_was_judged(client, reviewer):
     # Under the default policy, stale-search and run-conflict-1 both acted on a conflict.
     assert '<dt>Acted on a conflict</dt><dd class="error">2</dd>' in body
     assert "Nothing has been ingested yet" not in body and "order-status.jsonl" in body
+
+
+def test_the_generated_secret_key_is_private_from_the_start(tmp_path, monkeypatch):
+    import stat
+
+    from reviewapp import settings as app_settings
+
+    monkeypatch.setattr(app_settings, "VAR_DIR", tmp_path)
+    key = app_settings.local_secret_key()
+    path = tmp_path / "secret-key"
+    assert len(key) > 50 and stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert app_settings.local_secret_key() == key  # kept, not made again

@@ -81,7 +81,9 @@ def test_viewers_read_batches_but_may_not_upload_or_hold_tokens(client, viewer):
 
 def test_a_token_is_shown_once_and_can_be_revoked(client, reviewer):
     client.force_login(reviewer)
-    created = client.post(reverse("token-list"), {"name": "nightly"}).content.decode()
+    response = client.post(reverse("token-list"), {"name": "nightly"})
+    assert "no-store" in response["Cache-Control"]  # the one page with the token in it
+    created = response.content.decode()
     token = ApiToken.objects.get()
     assert f"{token.prefix}" in created and 'id="new-token"' in created
     assert 'id="new-token"' not in client.get(reverse("token-list")).content.decode()

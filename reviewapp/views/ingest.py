@@ -7,6 +7,7 @@ from django.core.paginator import Paginator
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from reviewapp.api_tokens import create_token, revoke_token
@@ -85,6 +86,7 @@ def batch_progress(request: HttpRequest, public_id) -> HttpResponse:
     return render(request, "ingest/batch_detail.html#batch-progress", {"batch": batch})
 
 
+@never_cache  # it shows a new token once: no copy of the page may be kept anywhere
 @permission_required(INGEST, raise_exception=True)
 def token_list(request: HttpRequest) -> HttpResponse:
     form, created = TokenForm(), None
