@@ -50,14 +50,30 @@ def test_it_covers_every_finding_but_report_only_identity():
 
 
 @pytest.mark.django_db
-def test_seed_demo_is_safe_to_run_twice(capsys):
+def test_seed_demo_is_safe_to_run_twice(capsys, monkeypatch):
     from django.core.management import call_command
 
     from reviewapp.models import PolicyVersion, Ticket
 
+    monkeypatch.setenv("DEMO_PASSWORD", "a-demo-password")
     call_command("seed_demo", runs=60)
     tickets = Ticket.objects.count()
     call_command("seed_demo", runs=60)
     assert Ticket.objects.count() == tickets > 0
     assert PolicyVersion.objects.get().number == 1
     assert "reviewer" in capsys.readouterr().out
+
+
+@pytest.mark.django_db
+def test_outside_debug_the_demo_users_need_a_password_of_ones_own(monkeypatch, settings):
+    from django.contrib.auth import get_user_model
+    from django.core.management import CommandError, call_command
+
+    monkeypatch.delenv("DEMO_PASSWORD", raising=False)
+    settings.DEBUG = False
+    with pytest.raises(CommandError, match="set DEMO_PASSWORD"):
+        call_command("seed_demo", no_corpus=True)
+    assert not get_user_model().objects.filter(username="admin").exists()
+    settings.DEBUG = True
+    call_command("seed_demo", no_corpus=True)
+    assert get_user_model().objects.get(username="admin").check_password("crosscheck-demo")

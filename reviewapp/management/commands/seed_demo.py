@@ -6,7 +6,7 @@ import os
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from reviewapp.demo_corpus import DEMO_POLICY, demo_lines
 from reviewapp.ingestion import ingest_file
@@ -31,8 +31,16 @@ class Command(BaseCommand):
         parser.add_argument("--no-corpus", action="store_true", help="users only")
 
     def handle(self, *args, **options) -> None:
-        # A local demo only: the password comes from the environment when it is set.
-        password = os.environ.get("DEMO_PASSWORD", "crosscheck-demo")
+        # A well-known password is for a local demo (DEBUG) only: anywhere else the demo
+        # users, an admin among them, get the one DEMO_PASSWORD names.
+        password = os.environ.get("DEMO_PASSWORD") or (
+            "crosscheck-demo" if settings.DEBUG else None
+        )
+        if not password:
+            raise CommandError(
+                "set DEMO_PASSWORD: outside DEBUG the demo users (an admin among them) get "
+                "no well-known password"
+            )
         ensure_roles()
         users = {}
         for username, role in DEMO_USERS:
