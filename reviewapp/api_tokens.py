@@ -5,9 +5,10 @@ from __future__ import annotations
 import hashlib
 import secrets
 
+from django.db import transaction
 from django.utils import timezone
 
-from reviewapp.models import ApiToken
+from reviewapp.models import ApiToken, AuditEvent
 
 TOKEN_PREFIX = "cc_"
 
@@ -19,14 +20,27 @@ def _hash(raw: str) -> str:
 def create_token(*, user, name: str) -> tuple[ApiToken, str]:
     """A new token and its raw value, which is never stored and cannot be shown again."""
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    token = ApiToken.objects.create(user=user, name=name, prefix=raw[:10], token_hash=_hash(raw))
+    with transaction.atomic():
+        token = ApiToken.objects.create(
+            user=user, name=name, prefix=raw[:10], token_hash=_hash(raw)
+        )
+        _audit(token, "token.created")
     return token, raw
 
 
 def revoke_token(token: ApiToken) -> None:
+    """Revoked by its owner (the only one who sees it)."""
     if token.revoked_at is None:
-        token.revoked_at = timezone.now()
-        token.save(update_fields=["revoked_at"])
+        with transaction.atomic():
+            token.revoked_at = timezone.now()
+            token.save(update_fields=["revoked_at"])
+            _audit(token, "token.revoked")
+
+
+def _audit(token: ApiToken, verb: str) -> None:
+    AuditEvent.objects.create(
+        actor=token.user, verb=verb, target=f"API token {token.prefix}…", data={"name": token.name}
+    )
 
 
 def authenticate_bearer(header: str | None) -> ApiToken | None:

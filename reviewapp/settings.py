@@ -152,6 +152,8 @@ SECURE_CSP = {
     "base-uri": [CSP.NONE],
     "object-src": [CSP.NONE],
 }
+# A working day, not Django's two weeks: a session left open on a shared machine ends.
+SESSION_COOKIE_AGE = env_int("SESSION_SECONDS", 12 * 3600)
 # Set SECURE_COOKIES=1 wherever the app is served over HTTPS.
 SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE

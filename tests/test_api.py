@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from reviewapp.api_tokens import create_token, revoke_token
 from reviewapp.ingestion import ingest_stored_batch
-from reviewapp.models import ApiToken, IngestBatch, TraceLine
+from reviewapp.models import ApiToken, AuditEvent, IngestBatch, TraceLine
 
 pytestmark = pytest.mark.django_db
 SPEC = Path(__file__).resolve().parent / "fixtures" / "spec"
@@ -29,10 +29,18 @@ def post(client, body: bytes, token: str | None, **headers):
     )
 
 
-def test_tokens_are_stored_only_as_a_hash(reviewer):
+def test_tokens_are_stored_only_as_a_hash_and_audited(reviewer):
     stored, raw = create_token(user=reviewer, name="ci")
     assert raw.startswith("cc_") and raw not in stored.token_hash
     assert ApiToken.objects.filter(token_hash__contains=raw).count() == 0
+    revoke_token(stored)
+    revoke_token(stored)  # once revoked, nothing more happens
+    events = AuditEvent.objects.order_by("id").values_list("actor", "verb", "target")
+    assert list(events) == [
+        (reviewer.pk, "token.created", f"API token {stored.prefix}…"),
+        (reviewer.pk, "token.revoked", f"API token {stored.prefix}…"),
+    ]
+    assert not AuditEvent.objects.filter(data__icontains=raw).exists()
 
 
 def test_a_post_is_accepted_queued_and_then_ingested(
