@@ -137,7 +137,7 @@ class ProposalForm(forms.Form):
     def ticket_ids(self) -> list[int]:
         """The motivating tickets, read from what was posted (valid or not)."""
         found = (whole_number(item) for item in _words(self.data.get("tickets", "")))
-        return [ticket_id for ticket_id in found if ticket_id is not None]
+        return [ticket_id for ticket_id in found if ticket_id is not None][:MAX_MOTIVATING_TICKETS]
 
 
 class DecisionForm(forms.Form):
@@ -151,6 +151,22 @@ class PublishForm(forms.Form):
     )
 
 
+# A policy document is a few kilobytes; anything near this is not one.
+MAX_POLICY_FILE_BYTES = 1024 * 1024
+# Motivating tickets a proposal keeps (a family's prefill offers as many).
+MAX_MOTIVATING_TICKETS = 500
+
+
 class ImportForm(forms.Form):
     document = forms.FileField(help_text="A policy document (JSON), as exported.")
     rationale = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}))
+
+    def clean_document(self):
+        document = self.cleaned_data["document"]
+        if document.size > MAX_POLICY_FILE_BYTES:
+            raise forms.ValidationError(
+                f"a policy file is at most {MAX_POLICY_FILE_BYTES:,} bytes; this one is "
+                f"{document.size:,}",
+                code="too_large",
+            )
+        return document

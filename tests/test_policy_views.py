@@ -179,3 +179,17 @@ def test_odd_numbers_in_policy_urls_are_not_server_errors(client, reviewer, odd)
         404,
     )
     assert client.get(reverse("policy-propose"), {"ticket": odd}).status_code == 200
+
+
+def test_a_policy_file_too_large_to_be_one_is_refused(client, reviewer):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from reviewapp.forms import MAX_POLICY_FILE_BYTES
+
+    client.force_login(reviewer)
+    huge = SimpleUploadedFile("p.json", b" " * (MAX_POLICY_FILE_BYTES + 1))
+    page = client.post(
+        reverse("policy-import"), {"document": huge, "rationale": "x"}, follow=True
+    ).content.decode()
+    assert "a policy file is at most 1,048,576 bytes" in page
+    assert not RuleProposal.objects.exists()

@@ -288,7 +288,10 @@ def publish_view(request: HttpRequest) -> HttpResponse:
 def import_view(request: HttpRequest) -> HttpResponse:
     form = ImportForm(request.POST, request.FILES)
     if not form.is_valid():
-        messages.error(request, "Choose a policy file and say why.")
+        if form.has_error("document", "too_large"):
+            messages.error(request, f"Not imported: {form.errors['document'][0]}.")
+        else:
+            messages.error(request, "Choose a policy file and say why.")
         return redirect("policy-home")
     try:
         document = json.loads(form.cleaned_data["document"].read().decode("utf-8"))
