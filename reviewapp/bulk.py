@@ -16,10 +16,6 @@ from django.db import connection, models
 from django.utils import timezone
 
 
-class EncodedJson(str):
-    """JSON text that is already encoded (a native trace line, say): stored as it is."""
-
-
 def insert_rows(
     model: type[models.Model],
     attnames: Sequence[str],
@@ -29,7 +25,7 @@ def insert_rows(
 ) -> list[int]:
     """Insert value tuples (in `attnames` order); return the new primary keys in row order
     when asked. Columns not named take their model default (auto_now fields: now); JSON
-    columns take Python values or EncodedJson."""
+    columns take Python values."""
     if not rows:
         return []
     meta = model._meta
@@ -37,9 +33,7 @@ def insert_rows(
     named = [by_attname[name] for name in attnames]
     omitted = _omitted_columns(model, attnames)
     if connection.vendor != "postgresql":
-        instances = [
-            model(**dict(zip(attnames, _decoded(row, named), strict=True))) for row in rows
-        ]
+        instances = [model(**dict(zip(attnames, row, strict=True))) for row in rows]
         created = model.objects.bulk_create(instances, batch_size=500)
         return [instance.pk for instance in created] if return_ids else []
 
@@ -91,16 +85,7 @@ def _omitted_columns(model: type[models.Model], attnames: Sequence[str]) -> list
 
 def _encoded(value: Any) -> str | None:
     """None is SQL NULL, as the ORM stores it."""
-    if value is None or isinstance(value, EncodedJson):
-        return value
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _decoded(row: Sequence[Any], fields: Sequence[Any]) -> list[Any]:
-    return [
-        json.loads(value) if isinstance(value, EncodedJson) else value
-        for value, field in zip(row, fields, strict=True)
-    ]
+    return None if value is None else json.dumps(value, ensure_ascii=False)
 
 
 @contextmanager
