@@ -205,6 +205,12 @@ CELERY_BEAT_SCHEDULE = {
 UPLOAD_DIR = Path(os.environ.get("UPLOAD_DIR", VAR_DIR / "uploads"))
 # The largest body the ingest API and the upload page accept.
 INGEST_MAX_BYTES = env_int("INGEST_MAX_BYTES", 512 * 1024 * 1024)
+# An uploaded file past INGEST_MAX_BYTES is refused as it arrives, not spooled first.
+FILE_UPLOAD_HANDLERS = [
+    "reviewapp.uploads.CappedUploadHandler",
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+]
 # What a gzip file or body may inflate to; past it, the rest is one rejected line.
 INGEST_MAX_DECOMPRESSED_BYTES = env_int("INGEST_MAX_DECOMPRESSED_BYTES", 4 * 1024**3)
 # Plain uploads up to this size are ingested while the browser waits; larger ones, and every

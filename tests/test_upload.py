@@ -98,5 +98,30 @@ def test_an_oversized_upload_is_refused_and_the_others_kept(client, reviewer, se
     response = upload(
         client, SimpleUploadedFile("big.jsonl", GOOD * 5), SimpleUploadedFile("ok.jsonl", GOOD)
     )
-    assert "over the 200-byte limit" in response.content.decode()
+    assert "big.jsonl: over the 200-byte limit; not ingested." in response.content.decode()
     assert list(IngestBatch.objects.values_list("file_name", flat=True)) == ["ok.jsonl"]
+
+
+def test_an_oversized_upload_is_refused_as_it_arrives_not_spooled_first(rf, settings, monkeypatch):
+    from collections import Counter
+
+    from django.core.files.uploadhandler import TemporaryFileUploadHandler
+
+    from reviewapp.uploads import refused_uploads
+
+    settings.INGEST_MAX_BYTES = 1000
+    settings.FILE_UPLOAD_MAX_MEMORY_SIZE = 10  # every file goes to a temporary file
+    spooled: Counter[str] = Counter()
+    real = TemporaryFileUploadHandler.receive_data_chunk
+
+    def counting(self, raw_data, start):
+        spooled[self.file_name] += len(raw_data)
+        return real(self, raw_data, start)
+
+    monkeypatch.setattr(TemporaryFileUploadHandler, "receive_data_chunk", counting)
+    big, small = SimpleUploadedFile("huge.jsonl", GOOD * 100), SimpleUploadedFile("ok.jsonl", GOOD)
+    request = rf.post("/ingest/", {"files": [big, small]})
+    assert [f.name for f in request.FILES.getlist("files")] == ["ok.jsonl"]
+    assert refused_uploads(request) == ["huge.jsonl"]
+    assert spooled["huge.jsonl"] <= settings.INGEST_MAX_BYTES < len(GOOD * 100)
+    assert spooled["ok.jsonl"] == len(GOOD)

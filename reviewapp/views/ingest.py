@@ -17,6 +17,7 @@ from reviewapp.models import ApiToken, IngestBatch
 from reviewapp.roles import INGEST
 from reviewapp.tasks import ingest_batch_task
 from reviewapp.trace_files import is_gzip
+from reviewapp.uploads import refused_uploads
 
 BATCHES_PER_PAGE = 25
 LINES_PER_PAGE = 50
@@ -28,8 +29,16 @@ def batch_list(request: HttpRequest) -> HttpResponse:
         if not request.user.has_perm(INGEST):
             return HttpResponse("You may not upload traces.", status=403)
         form = UploadForm(request.POST, request.FILES)
+        refused = refused_uploads(request)
+        for name in refused:
+            messages.error(
+                request,
+                f"{name}: over the {settings.INGEST_MAX_BYTES:,}-byte limit; not ingested.",
+            )
         if form.is_valid():
             _accept_uploads(request, form.cleaned_data["files"])
+            return redirect("batch-list")
+        if refused:
             return redirect("batch-list")
     page = Paginator(IngestBatch.objects.select_related("created_by"), BATCHES_PER_PAGE).get_page(
         request.GET.get("page")
@@ -43,12 +52,6 @@ def batch_list(request: HttpRequest) -> HttpResponse:
 
 def _accept_uploads(request: HttpRequest, files) -> None:
     for upload in files:
-        if upload.size > settings.INGEST_MAX_BYTES:
-            messages.error(
-                request,
-                f"{upload.name}: {upload.size:,} bytes is over the {settings.INGEST_MAX_BYTES:,}-byte limit; not ingested.",
-            )
-            continue
         path, sha256, size = keep_upload(upload)
         batch = create_batch(
             channel=IngestBatch.Channel.UPLOAD,
