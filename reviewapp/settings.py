@@ -3,6 +3,7 @@ on a bare machine (SQLite, a filesystem broker, a generated secret key kept in v
 
 import os
 import secrets
+import time
 from pathlib import Path
 
 import dj_database_url
@@ -55,7 +56,12 @@ def local_secret_key() -> str:
         else:
             with os.fdopen(descriptor, "w") as key_file:
                 key_file.write(secrets.token_urlsafe(64))
-    return path.read_text().strip()
+    # Another process may have made the file a moment ago and still be writing it.
+    for _ in range(100):
+        if key := path.read_text().strip():
+            return key
+        time.sleep(0.05)
+    raise ImproperlyConfigured(f"{path} is empty: delete it, and a new key is made")
 
 
 DEBUG = env_bool("DEBUG", False)

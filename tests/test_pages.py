@@ -77,3 +77,17 @@ def test_the_generated_secret_key_is_private_from_the_start(tmp_path, monkeypatc
     path = tmp_path / "secret-key"
     assert len(key) > 50 and stat.S_IMODE(path.stat().st_mode) == 0o600
     assert app_settings.local_secret_key() == key  # kept, not made again
+
+
+def test_a_secret_key_file_left_empty_is_refused_plainly(tmp_path, monkeypatch):
+    import time
+
+    from django.core.exceptions import ImproperlyConfigured
+
+    from reviewapp import settings as app_settings
+
+    monkeypatch.setattr(app_settings, "VAR_DIR", tmp_path)
+    monkeypatch.setattr(time, "sleep", lambda seconds: None)
+    (tmp_path / "secret-key").write_text("")
+    with pytest.raises(ImproperlyConfigured, match="is empty: delete it"):
+        app_settings.local_secret_key()
