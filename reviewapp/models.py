@@ -154,7 +154,11 @@ class TraceLine(models.Model):
     bytes and which occurrence of those bytes it is in the run; for a rejected line, the
     delivery's content hash, the line's hash and its occurrence in that delivery."""
 
-    batch = models.ForeignKey(IngestBatch, on_delete=models.PROTECT, related_name="trace_lines")
+    # Indexed by trace_line_batch_state (batch first); ingest writes millions of these rows,
+    # so no index is kept twice here or below.
+    batch = models.ForeignKey(
+        IngestBatch, on_delete=models.PROTECT, related_name="trace_lines", db_index=False
+    )
     identity = models.CharField(max_length=64)
     line_number = models.PositiveIntegerField()
     raw = models.BinaryField()
@@ -187,7 +191,8 @@ class TraceRecord(models.Model):
         OBSERVATION_RESOLUTION = "observation_resolution"
         AGENT_ACTION = "agent_action"
 
-    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="records")
+    # Indexed by trace_record_run_order (run first).
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="records", db_index=False)
     line = models.ForeignKey(TraceLine, on_delete=models.PROTECT, related_name="records")
     type = models.CharField(max_length=30, choices=Type.choices)
     # toolCallId for calls, observationId for observations, name for actions.
@@ -210,7 +215,10 @@ class Judgement(models.Model):
         SHADOW = "shadow"
         REPLAY = "replay"
 
-    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="judgements")
+    # Indexed by judgement_once_per_state (run first).
+    run = models.ForeignKey(
+        Run, on_delete=models.PROTECT, related_name="judgements", db_index=False
+    )
     purpose = models.CharField(max_length=10, choices=Purpose.choices, default=Purpose.ACTIVE)
     policy_version = models.ForeignKey(
         PolicyVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="judgements"
@@ -238,7 +246,8 @@ class Judgement(models.Model):
 
 class Verdict(models.Model):
     judgement = models.ForeignKey(Judgement, on_delete=models.PROTECT, related_name="verdicts")
-    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="+")
+    # Verdicts are looked up by judgement only.
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="+", db_index=False)
     position = models.PositiveIntegerField()
     entity = models.TextField(null=True, blank=True)
     field = models.TextField()
@@ -259,7 +268,8 @@ class Verdict(models.Model):
 
 class Finding(models.Model):
     judgement = models.ForeignKey(Judgement, on_delete=models.PROTECT, related_name="findings")
-    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="+")
+    # Findings are looked up by judgement only.
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="+", db_index=False)
     position = models.PositiveIntegerField()
     kind = models.CharField(max_length=60)
     evidence = models.JSONField()
@@ -297,7 +307,8 @@ class Ticket(models.Model):
         POLICY = "policy", "settled by a newer policy version"
         OTHER = "other", "other"
 
-    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="tickets")
+    # Indexed by ticket_once_per_run_key (run first).
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="tickets", db_index=False)
     key = models.CharField(max_length=64)
     kind = models.CharField(max_length=10, choices=Kind.choices)
     entity = models.TextField(null=True, blank=True)
@@ -310,11 +321,12 @@ class Ticket(models.Model):
     agent = models.CharField(max_length=200, blank=True)
     fingerprint = models.CharField(max_length=16, db_index=True)
     fingerprint_label = models.TextField()
+    # Followed from the ticket, never looked up by: no index.
     verdict = models.ForeignKey(
-        Verdict, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+        Verdict, null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
     )
     finding = models.ForeignKey(
-        Finding, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+        Finding, null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
     )
     # The judgement whose verdict or finding opened the ticket: when it is no longer its
     # run's current one, the ticket says what the newer judgement says. Never looked up by.

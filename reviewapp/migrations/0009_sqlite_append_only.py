@@ -2,7 +2,8 @@
 same refusals as PostgreSQL's triggers of 0002, 0003 and 0004, in SQLite's trigger language.
 
 (Django's flush of a test database deletes rows and would be refused here: the test suite
-runs on PostgreSQL, whose flush truncates.)"""
+runs on PostgreSQL, whose flush truncates. SQLite alters a column by making its table
+anew, which drops its triggers: a migration that does so puts them back, as 0011 does.)"""
 
 from django.db import migrations
 
