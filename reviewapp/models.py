@@ -319,7 +319,8 @@ class Ticket(models.Model):
     unsafe = models.BooleanField(default=False)
     sources = models.TextField(blank=True)
     agent = models.CharField(max_length=200, blank=True)
-    fingerprint = models.CharField(max_length=16, db_index=True)
+    # Indexed by ticket_family_created (fingerprint first).
+    fingerprint = models.CharField(max_length=16)
     fingerprint_label = models.TextField()
     # Followed from the ticket, never looked up by: no index.
     verdict = models.ForeignKey(
