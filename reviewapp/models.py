@@ -345,15 +345,23 @@ class Ticket(models.Model):
     resolution = models.CharField(max_length=12, choices=Resolution.choices, blank=True)
     cause = models.CharField(max_length=30, choices=Cause.choices, blank=True)
     cause_text = models.TextField(blank=True)
+    # Indexed by ticket_assignee_created (assignee first).
     assignee = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,
         blank=True,
         on_delete=models.PROTECT,
         related_name="assigned_tickets",
+        db_index=False,
     )
+    # Followed from the ticket, never looked up by.
     closed_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,
     )
     # Optimistic concurrency: every change bumps it, and a change made from a stale copy fails.
     revision = models.PositiveIntegerField(default=1)
