@@ -163,6 +163,9 @@ SESSION_COOKIE_AGE = env_int("SESSION_SECONDS", 12 * 3600)
 # Set SECURE_COOKIES=1 wherever the app is served over HTTPS.
 SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+# Where the app is served only over HTTPS: how long browsers are told to use nothing else
+# (Strict-Transport-Security); 0 tells them nothing. A TLS proxy redirects plain HTTP.
+SECURE_HSTS_SECONDS = env_int("HSTS_SECONDS", 0)
 BEHIND_PROXY = env_bool("BEHIND_PROXY", False)
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if BEHIND_PROXY else None
 

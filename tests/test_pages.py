@@ -91,3 +91,18 @@ def test_a_secret_key_file_left_empty_is_refused_plainly(tmp_path, monkeypatch):
     (tmp_path / "secret-key").write_text("")
     with pytest.raises(ImproperlyConfigured, match="is empty: delete it"):
         app_settings.local_secret_key()
+
+
+def test_https_only_deployments_can_tell_browsers_so(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "HSTS_SECONDS": "31536000", "CROSSCHECK_VAR_DIR": str(tmp_path)}
+    env["DJANGO_SETTINGS_MODULE"] = "reviewapp.settings"
+    read = "import django; django.setup(); from django.conf import settings; "
+    read += "print(settings.SECURE_HSTS_SECONDS)"
+    out = subprocess.run(
+        [sys.executable, "-c", read], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "31536000"
