@@ -206,42 +206,55 @@ class Facets:
 
 @dataclass(frozen=True)
 class DataStamp:
-    """The tickets and policy versions as they are now, named in one short statement.
+    """The tickets, judgements and policy versions as they are now, named in one short
+    statement.
 
     Its text changes whenever a ticket is opened (a new id) or changed (every change
-    appends an audit event), or a policy version is published: what is cached under it is
-    never stale. A row committed out of id order (two ingest workers at once) is the only
-    miss, and CACHE_SECONDS bounds it. A page's forms send it back, so that a bulk change
-    applies to the tickets as that page showed them (see revisions_as_seen)."""
+    appends an audit event), a run is judged again (what a ticket's row says of it), or a
+    policy version is published: what is cached under it is never stale. A row committed
+    out of id order (two ingest workers at once) is the only miss, and CACHE_SECONDS bounds
+    it. A page's forms send it back, so that a bulk change applies to the tickets as that
+    page showed them (see revisions_as_seen)."""
 
     newest_ticket: int
     newest_event: int
+    newest_judgement: int
     # 0 until a version is published; only tickets judged under an older one can be settled.
     newest_policy_number: int
 
     @property
     def text(self) -> str:
-        return f"{self.newest_ticket}-{self.newest_event}-{self.newest_policy_number}"
+        return "-".join(
+            str(n)
+            for n in (
+                self.newest_ticket,
+                self.newest_event,
+                self.newest_judgement,
+                self.newest_policy_number,
+            )
+        )
 
     @classmethod
     def from_text(cls, text: str) -> DataStamp:
         parts = text.split("-")
-        if len(parts) != 3 or not all(part.isascii() and part.isdecimal() for part in parts):
+        if len(parts) != 4 or not all(part.isascii() and part.isdecimal() for part in parts):
             raise TicketActionError("the page was too old or damaged: load it again and retry")
-        newest_ticket, newest_event, newest_policy_number = (int(part) for part in parts)
-        return cls(newest_ticket, newest_event, newest_policy_number)
+        return cls(*(int(part) for part in parts))
 
 
 def data_stamp() -> DataStamp:
-    tickets, events = Ticket._meta.db_table, AuditEvent._meta.db_table
-    versions = PolicyVersion._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT (SELECT MAX(id) FROM {tickets}), (SELECT MAX(id) FROM {events}), "
-            f"(SELECT MAX(number) FROM {versions})"
+    newest = ", ".join(
+        f"(SELECT MAX({column}) FROM {model._meta.db_table})"
+        for model, column in (
+            (Ticket, "id"),
+            (AuditEvent, "id"),
+            (Judgement, "id"),
+            (PolicyVersion, "number"),
         )
-        newest_ticket, newest_event, newest_version = cursor.fetchone()
-    return DataStamp(newest_ticket or 0, newest_event or 0, newest_version or 0)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {newest}")
+        return DataStamp(*(value or 0 for value in cursor.fetchone()))
 
 
 def queue_version(filters: QueueFilters, user) -> str:

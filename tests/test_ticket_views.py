@@ -223,6 +223,7 @@ def test_a_ticket_says_when_its_run_was_judged_again_since(client, viewer, tmp_p
     client.force_login(viewer)
     page = client.get(reverse("ticket-detail", args=[ticket.pk])).content.decode()
     assert "Judged again since" not in page
+    assert "judged again</span>" not in client.get(reverse("ticket-queue")).content.decode()
 
     ingest_lines(
         tmp_path,
@@ -235,6 +236,9 @@ def test_a_ticket_says_when_its_run_was_judged_again_since(client, viewer, tmp_p
     assert "status is now <strong>conflict</strong>" in banner
     assert "then refund" in banner
     assert Ticket.objects.filter(run__run_id="r-again").count() == 1  # the same ticket
+    queue = client.get(reverse("ticket-queue")).content.decode()
+    row = queue[queue.index(f'data-ticket-url="/tickets/{ticket.pk}/"') :]
+    assert "judged again</span>" in row[: row.index("</tr>")]
 
 
 def test_the_handoff_package_has_what_a_source_team_needs(client, viewer, desk):

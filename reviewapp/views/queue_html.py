@@ -23,13 +23,14 @@ from django.utils.safestring import SafeString, mark_safe
 QUEUE_ROW_COLUMNS = (
     *("pk", "revision", "state", "reason", "unsafe", "field", "finding_kind", "entity"),
     *("action", "sources", "agent", "created_at", "run__run_id", "assignee__username"),
+    *("judgement_id", "run__current_judgement_id"),
 )
 
 _ROW = (
     '<tr data-ticket-url="{url}" data-claim-url="{claim_url}" data-revision="{revision}" '
     'class="state-row-{state}">{select}'
     '<td><a href="{url}">#{id}</a></td>'
-    "<td>{reason}{unsafe}{closed}</td>"
+    "<td>{reason}{unsafe}{closed}{again}</td>"
     "<td>{subject}</td><td>{entity}</td><td>{action}</td><td>{sources}</td><td>{agent}</td>"
     "<td>{holder}</td>"
     '<td class="run"><code>{run}</code></td>'
@@ -40,6 +41,10 @@ _SELECT = (
 )
 _UNSAFE = mark_safe(' <span class="unsafe" title="the agent acted on the conflict">unsafe</span>')
 _CLOSED = mark_safe(' <span class="state">closed</span>')
+_JUDGED_AGAIN = mark_safe(
+    ' <span class="judged-again" title="the run was judged again since this ticket was'
+    ' opened: see the ticket">judged again</span>'
+)
 _UNASSIGNED = mark_safe('<span class="muted">unassigned</span>')
 _NONE = "—"
 
@@ -55,6 +60,11 @@ def _url_of_each_ticket(name: str) -> Callable[[int], str]:
 def _shortened(text: str, length: int) -> str:
     """As the truncatechars filter shows it, for plain text."""
     return text if len(text) <= length else text[: length - 1] + "…"
+
+
+def _judged_again(ticket: Mapping[str, Any]) -> bool:
+    opened_by, current = ticket["judgement_id"], ticket["run__current_judgement_id"]
+    return opened_by is not None and current is not None and opened_by != current
 
 
 def queue_rows(tickets: Iterable[Mapping[str, Any]], *, can_work: bool) -> SafeString:
@@ -78,6 +88,7 @@ def queue_rows(tickets: Iterable[Mapping[str, Any]], *, can_work: bool) -> SafeS
                 reason=ticket["reason"],
                 unsafe=_UNSAFE if ticket["unsafe"] else "",
                 closed=_CLOSED if ticket["state"] == "closed" else "",
+                again=_JUDGED_AGAIN if _judged_again(ticket) else "",
                 subject=ticket["field"] or ticket["finding_kind"],
                 entity=ticket["entity"] or _NONE,
                 action=ticket["action"] or _NONE,
