@@ -568,11 +568,16 @@ class LaterJudgement:
     still_found: bool
 
 
+def judged_again(opened_by: int | None, current: int | None) -> bool:
+    """Whether a ticket's run has a current judgement other than the one that opened it."""
+    return opened_by is not None and current is not None and opened_by != current
+
+
 def later_judgement(ticket: Ticket) -> LaterJudgement | None:
     """None while the judgement that opened the ticket is its run's current one (`ticket`
     comes with its run)."""
     current = ticket.run.current_judgement_id
-    if current is None or ticket.judgement_id is None or current == ticket.judgement_id:
+    if not judged_again(ticket.judgement_id, current):
         return None
     policy_number = Judgement.objects.values_list("policy_number", flat=True).get(pk=current)
     if ticket.kind == Ticket.Kind.FINDING:

@@ -17,6 +17,8 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
+from reviewapp.tickets import judged_again
+
 # --- ticket rows ------------------------------------------------------------------
 
 # What a queue row shows, read as plain values: model instances cost three times as much.
@@ -62,11 +64,6 @@ def _shortened(text: str, length: int) -> str:
     return text if len(text) <= length else text[: length - 1] + "…"
 
 
-def _judged_again(ticket: Mapping[str, Any]) -> bool:
-    opened_by, current = ticket["judgement_id"], ticket["run__current_judgement_id"]
-    return opened_by is not None and current is not None and opened_by != current
-
-
 def queue_rows(tickets: Iterable[Mapping[str, Any]], *, can_work: bool) -> SafeString:
     """The <tr> of each ticket (given as QUEUE_ROW_COLUMNS values); with `can_work`, each
     starts with the checkbox that selects the ticket ("id:revision") for a bulk change."""
@@ -88,7 +85,9 @@ def queue_rows(tickets: Iterable[Mapping[str, Any]], *, can_work: bool) -> SafeS
                 reason=ticket["reason"],
                 unsafe=_UNSAFE if ticket["unsafe"] else "",
                 closed=_CLOSED if ticket["state"] == "closed" else "",
-                again=_JUDGED_AGAIN if _judged_again(ticket) else "",
+                again=_JUDGED_AGAIN
+                if judged_again(ticket["judgement_id"], ticket["run__current_judgement_id"])
+                else "",
                 subject=ticket["field"] or ticket["finding_kind"],
                 entity=ticket["entity"] or _NONE,
                 action=ticket["action"] or _NONE,
