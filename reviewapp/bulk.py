@@ -45,7 +45,12 @@ def insert_rows(
         connection.ops.quote_name(meta.db_table),
         ", ".join(connection.ops.quote_name(field.column) for field in columns),
     )
-    with connection.cursor() as cursor, cursor.cursor.copy(statement) as copy:
+    # Django's own errors (IntegrityError, OperationalError...), as its cursors raise them.
+    with (
+        connection.wrap_database_errors,
+        connection.cursor() as cursor,
+        cursor.cursor.copy(statement) as copy,
+    ):
         for index, row in enumerate(rows):
             values = ([ids[index]] if return_ids else []) + list(row) + constant
             for i in json_at:
@@ -93,5 +98,5 @@ def bound_cursor() -> Iterator[psycopg.Cursor]:
     """A cursor on Django's PostgreSQL connection (and transaction) that sends parameters
     apart from the statement: Django's own cursors quote them into the SQL text."""
     connection.ensure_connection()
-    with psycopg.Cursor(connection.connection) as cursor:
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
         yield cursor

@@ -14,18 +14,22 @@ commits whole, line identities are unique, and the counts are read back from the
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import IO, Any
 
+import psycopg
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
-from django.db.models import Count, Q
+from django.db import OperationalError, connection, transaction
+from django.db.models import Count, F, Q
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from reviewapp.bulk import bound_cursor, insert_rows
@@ -40,6 +44,7 @@ from reviewapp.engine import (
 )
 from reviewapp.judging import RunToJudge, judge_stored_runs, record_judgements
 from reviewapp.models import IngestBatch, Judgement, Run, Ticket, TraceLine, TraceRecord
+from reviewapp.occurrences import OccurrenceCounter
 from reviewapp.policies import ActivePolicy, active_policy
 from reviewapp.trace_files import RawLine, iter_raw_lines
 from reviewapp.trace_formats import DecodedUnit, decode_unit, parse_timestamp
@@ -137,34 +142,80 @@ def create_batch(
     )
 
 
+# A deadlock or serialization failure between two deliveries of the same runs rolls back
+# one chunk; the batch starts again (re-reading is safe) this many times before it fails.
+TRANSIENT_TRIES = 4
+
+
 def ingest_batch(batch: IngestBatch, *, progress: Progress | None = None) -> IngestSummary:
-    """Read, store and judge one batch; safe to call again on the same batch."""
-    IngestBatch.objects.filter(pk=batch.pk).update(
-        state=IngestBatch.State.RUNNING,
-        started_at=batch.started_at or timezone.now(),
-        heartbeat_at=timezone.now(),
-        error="",
-    )
-    try:
-        active = active_policy()
-        in_flight = _RunsInFlight(active, batch)
-        lines = _store_file(batch, progress, in_flight)
-        with transaction.atomic():
-            in_flight.judge_rest()
-        judge_stored_runs(_runs_to_judge(batch, active), active=active, batch=batch)
-    except Exception as exc:
-        # What the batch page and the API show: no server detail (SQL, paths, trace data).
-        log.exception("batch %s failed", batch.pk)
+    """Read, store and judge one batch; safe to call again on the same batch, and from two
+    workers at once (the second finds it taken and leaves it to the first)."""
+    with _batch_lock(batch.pk) as taken:
+        if not taken:
+            log.info("batch %s is being ingested elsewhere; left to that worker", batch.pk)
+            return IngestSummary.of(IngestBatch.objects.get(pk=batch.pk))
         IngestBatch.objects.filter(pk=batch.pk).update(
-            state=IngestBatch.State.FAILED,
-            error=(
-                f"stopped by an internal error ({type(exc).__name__}); every chunk stored "
-                f"before it is kept, and sending the batch again finishes it. The server log "
-                f"has the details under batch {batch.pk}."
-            ),
-            finished_at=timezone.now(),
+            state=IngestBatch.State.RUNNING,
+            started_at=batch.started_at or timezone.now(),
+            heartbeat_at=timezone.now(),
+            error="",
+            attempts=F("attempts") + 1,
         )
-        raise
+        tries_left = TRANSIENT_TRIES
+        while True:
+            tries_left -= 1
+            try:
+                return _ingest_locked(batch, progress)
+            except OperationalError as exc:
+                if tries_left and _is_transient(exc):
+                    log.warning("batch %s: %s; starting it again", batch.pk, exc.__cause__)
+                    continue
+                _mark_failed(batch, exc)
+                raise
+            except Exception as exc:
+                _mark_failed(batch, exc)
+                raise
+
+
+@contextmanager
+def _batch_lock(batch_pk: int) -> Iterator[bool]:
+    """A PostgreSQL advisory lock on the batch for as long as this connection holds it
+    (a killed worker's connection ends, and the lock with it). SQLite serialises writers
+    by itself: there, every caller takes it."""
+    if connection.vendor != "postgresql":
+        yield True
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [BATCH_LOCK_SPACE, batch_pk])
+        taken = cursor.fetchone()[0]
+    try:
+        yield taken
+    finally:
+        if taken:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [BATCH_LOCK_SPACE, batch_pk])
+
+
+# The first key of every advisory lock on a batch (the second is its id).
+BATCH_LOCK_SPACE = 0x1B47C4
+
+
+def _is_transient(exc: OperationalError) -> bool:
+    return isinstance(exc.__cause__, psycopg.errors.TransactionRollback)
+
+
+def _ingest_locked(batch: IngestBatch, progress: Progress | None) -> IngestSummary:
+    active = active_policy()
+    in_flight = _RunsInFlight(active, batch)
+    lines = _store_file(batch, progress, in_flight)
+    with transaction.atomic():
+        in_flight.judge_rest()
+    judge_stored_runs(
+        _runs_to_judge(batch, active),
+        active=active,
+        batch=batch,
+        heartbeat=lambda: _beat(batch.pk),
+    )
     stored = Counter(
         dict(
             TraceLine.objects.filter(batch=batch)
@@ -194,6 +245,53 @@ def ingest_batch(batch: IngestBatch, *, progress: Progress | None = None) -> Ing
         # (a file named on the command line is the user's own, and stays).
         Path(batch.stored_path).unlink(missing_ok=True)
     return summary
+
+
+def _mark_failed(batch: IngestBatch, exc: BaseException) -> None:
+    # What the batch page and the API show: no server detail (SQL, paths, trace data).
+    log.exception("batch %s failed", batch.pk)
+    IngestBatch.objects.filter(pk=batch.pk).update(
+        state=IngestBatch.State.FAILED,
+        error=(
+            f"stopped by an internal error ({type(exc).__name__}); every chunk stored "
+            f"before it is kept, and it is tried again. The server log has the details "
+            f"under batch {batch.pk}."
+        ),
+        finished_at=timezone.now(),
+    )
+
+
+def _beat(batch_pk: int) -> None:
+    IngestBatch.objects.filter(pk=batch_pk).update(heartbeat_at=timezone.now())
+
+
+def send_to_worker(batch: IngestBatch) -> None:
+    """Queue the batch for a worker once the current transaction commits; its heartbeat
+    starts now, so that a message lost on the way is noticed (see stalled_batches)."""
+    from reviewapp.tasks import ingest_batch_task
+
+    IngestBatch.objects.filter(pk=batch.pk).update(heartbeat_at=timezone.now())
+    # robust: a broker that is down must not fail the request that stored the batch.
+    transaction.on_commit(lambda: ingest_batch_task.delay(batch.pk), robust=True)
+
+
+class BatchNotRetryable(Exception):
+    """A batch that cannot be sent again: not failed, or its kept file is gone."""
+
+
+def retry_batch(batch: IngestBatch, *, body: Path | None = None) -> None:
+    """Send a failed batch to a worker again. `body`: the same content received again
+    (an API client re-posting), kept in place of a file that is gone."""
+    if batch.state != IngestBatch.State.FAILED:
+        raise BatchNotRetryable(f"the batch is {batch.state}, not failed")
+    if body is not None and not Path(batch.stored_path).exists():
+        body.replace(batch.stored_path)
+    if not Path(batch.stored_path).exists():
+        raise BatchNotRetryable("its file is no longer kept; send the traces again")
+    IngestBatch.objects.filter(pk=batch.pk, state=IngestBatch.State.FAILED).update(
+        state=IngestBatch.State.QUEUED, error=""
+    )
+    send_to_worker(batch)
 
 
 def ingest_stored_batch(batch_id: int) -> IngestSummary:
@@ -233,7 +331,8 @@ class _Line:
 def _store_file(batch: IngestBatch, progress: Progress | None, in_flight: _RunsInFlight) -> int:
     """Store every line of the batch's file in chunks; return how many lines were read."""
     count = 0
-    with open(batch.stored_path, "rb") as stream:
+    occurrences = OccurrenceCounter()
+    with open(batch.stored_path, "rb") as stream, closing(occurrences):
         chunk: list[RawLine] = []
         lines = iter_raw_lines(
             stream, batch.file_name, max_decompressed=settings.INGEST_MAX_DECOMPRESSED_BYTES
@@ -241,10 +340,10 @@ def _store_file(batch: IngestBatch, progress: Progress | None, in_flight: _RunsI
         for raw_line in lines:
             chunk.append(raw_line)
             if len(chunk) >= CHUNK_LINES:
-                count += _store_chunk(batch, _prepare_chunk(batch, chunk), in_flight)
+                count += _store_chunk(batch, _prepare_chunk(batch, chunk, occurrences), in_flight)
                 chunk = []
                 _report(batch, stream.tell(), progress)
-        count += _store_chunk(batch, _prepare_chunk(batch, chunk), in_flight)
+        count += _store_chunk(batch, _prepare_chunk(batch, chunk, occurrences), in_flight)
     return count
 
 
@@ -267,14 +366,17 @@ def _prepare(batch: IngestBatch, raw_line: RawLine) -> _Line:
     return _Line(raw_line, unit, reason, owner, hashlib.sha256(raw_line.raw).hexdigest())
 
 
-def _prepare_chunk(batch: IngestBatch, raw_lines: list[RawLine]) -> list[_Line]:
+def _prepare_chunk(
+    batch: IngestBatch, raw_lines: list[RawLine], occurrences: OccurrenceCounter
+) -> list[_Line]:
     """Decode and hash a chunk's lines (no database): identical bytes of one owner are
-    numbered as occurrences within the chunk."""
+    numbered as occurrences within the whole file."""
     lines = [_prepare(batch, raw_line) for raw_line in raw_lines]
-    seen: Counter[tuple[str, str]] = Counter()
-    for line in lines:
-        seen[(line.owner, line.line_hash)] += 1
-        line.occurrence = seen[(line.owner, line.line_hash)]
+    keys = [
+        hashlib.sha256(f"{line.owner}\x1f{line.line_hash}".encode()).digest()[:16] for line in lines
+    ]
+    for line, occurrence in zip(lines, occurrences.number(keys), strict=True):
+        line.occurrence = occurrence
     return lines
 
 
@@ -304,11 +406,9 @@ def _insert_new_lines(
     """Insert lines not stored yet; {index in chunk: new line id}.
 
     Lines of runs born in this chunk are new by construction and go straight in. For the
-    others, the identities already stored are looked up first. One held by this same batch
-    at another line number means identical bytes seen earlier in the file: this line is a
-    later occurrence, and is looked up again as such. Any other holder means the line was
-    delivered before. The rest are inserted; one that another delivery stored meanwhile is
-    looked up again."""
+    others, the identities already stored are looked up first: a held identity is a line
+    delivered before (or stored by an earlier try of this batch). The rest are inserted;
+    one that another delivery stored meanwhile is not returned, and is a duplicate too."""
     inserted: dict[int, int] = {}
     direct = [
         i
@@ -321,35 +421,23 @@ def _insert_new_lines(
         )
         inserted.update(zip(direct, ids, strict=True))
     pending = [i for i in range(len(lines)) if i not in inserted]
-    while pending:
-        holders = _holders([lines[i].identity for i in pending])
-        again, fresh = [], []
-        for i in pending:
-            holder = holders.get(lines[i].identity)
-            if holder is None:
-                fresh.append(i)
-            elif holder[0] == batch.pk and holder[1] != lines[i].raw_line.number:
-                lines[i].occurrence += 1
-                again.append(i)
+    if pending:
+        held = _held([lines[i].identity for i in pending])
+        # Sorted: two deliveries inserting the same lines take their locks in one order.
+        fresh = sorted(
+            (i for i in pending if lines[i].identity not in held),
+            key=lambda i: lines[i].identity,
+        )
         returned = _insert_returning(batch, [lines[i] for i in fresh]) if fresh else {}
-        for i in fresh:
-            line_id = returned.get(lines[i].identity)
-            if line_id is None:
-                again.append(i)  # stored meanwhile by another delivery: look at it again
-            else:
-                inserted[i] = line_id
-        pending = again
+        inserted.update(
+            (i, returned[lines[i].identity]) for i in fresh if lines[i].identity in returned
+        )
     return inserted
 
 
-def _holders(identities: list[str]) -> dict[str, tuple[int, int]]:
-    """Which batch and line number already hold these identities."""
-    return {
-        identity: (batch_id, number)
-        for identity, batch_id, number in TraceLine.objects.filter(
-            identity__in=identities
-        ).values_list("identity", "batch_id", "line_number")
-    }
+def _held(identities: list[str]) -> set[str]:
+    """Which of these identities are stored already."""
+    return set(TraceLine.objects.filter(identity__in=identities).values_list("identity", flat=True))
 
 
 LINE_COLUMNS = ("batch_id", "identity", "line_number", "raw", "accepted", "reason", "format")
@@ -435,19 +523,14 @@ def _ensure_runs(units: list[DecodedUnit]) -> dict[str, _RunInfo]:
     missing = [run_id for run_id in run_ids if run_id not in runs]
     if missing:
         now = timezone.now()
-        rows = [_new_run(run_id, starts.get(run_id), now) for run_id in missing]
-        try:
-            with transaction.atomic():
-                ids = insert_rows(Run, RUN_COLUMNS, rows, return_ids=True)
-            for pk, (run_id, agent, *_) in zip(ids, rows, strict=True):
-                runs[run_id] = _RunInfo(pk, agent, True)
-        except IntegrityError:
-            # Another ingest created some of them meanwhile: none counts as born here.
-            Run.objects.bulk_create(
-                [Run(**dict(zip(RUN_COLUMNS, row, strict=True))) for row in rows],
-                ignore_conflicts=True,
-            )
-            runs.update(_known_runs(missing))
+        # In one order everywhere: two deliveries creating the same runs never deadlock.
+        rows = [_new_run(run_id, starts.get(run_id), now) for run_id in sorted(missing)]
+        born = _insert_runs(rows)
+        for run_id, agent, *_ in rows:
+            if run_id in born:
+                runs[run_id] = _RunInfo(born[run_id], agent, True)
+        # Those another delivery created meanwhile are known, not born, here.
+        runs.update(_known_runs([run_id for run_id in missing if run_id not in born]))
     # A run_started arriving after the run's first lines still names its agent and clock.
     for run_id, start in starts.items():
         run = runs[run_id]
@@ -462,6 +545,28 @@ def _ensure_runs(units: list[DecodedUnit]) -> dict[str, _RunInfo]:
 
 
 RUN_COLUMNS = ("run_id", "agent", "subject", "started_at")
+
+
+def _insert_runs(rows: list[tuple[Any, ...]]) -> dict[str, int]:
+    """Create these runs (RUN_COLUMNS rows) unless they exist; {run id: pk} of those this
+    call created. Two deliveries of one new run at once: one creates it, the other waits for
+    that commit and then finds it made."""
+    if connection.vendor != "postgresql":
+        # SQLite takes the write lock when the chunk's transaction begins: nobody else can
+        # create a run between the lookup and this insert.
+        ids = insert_rows(Run, RUN_COLUMNS, rows, return_ids=True)
+        return {row[0]: pk for pk, row in zip(ids, rows, strict=True)}
+    columns = [list(column) for column in zip(*rows, strict=True)]
+    columns[2] = [None if subject is None else json.dumps(subject) for subject in columns[2]]
+    with bound_cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {Run._meta.db_table} (run_id, agent, subject, started_at, "
+            "first_ingested_at) SELECT r.*, now() FROM unnest(%s::text[], %s::text[], "
+            "%s::jsonb[], %s::timestamptz[]) r ON CONFLICT (run_id) DO NOTHING "
+            "RETURNING run_id, id",
+            columns,
+        )
+        return dict(cursor.fetchall())
 
 
 def _new_run(run_id: str, start: RunStarted | None, now) -> tuple[Any, ...]:
@@ -581,13 +686,26 @@ def expand_paths(paths: Iterable[str]) -> list[Path]:
     return files
 
 
-def stalled_batches(*, older_than: timedelta) -> list[IngestBatch]:
-    """Batches left queued or running without progress: their worker died, or the message
-    was lost. Re-ingesting them is safe (see the module docstring)."""
-    cutoff = timezone.now() - older_than
+def stalled_batches(
+    *, running: timedelta, queued: timedelta, failed: timedelta, max_attempts: int
+) -> list[IngestBatch]:
+    """Batches to send to a worker again (re-ingesting is safe, see the module docstring):
+    running ones whose heartbeat stopped (their worker died), queued ones no worker took
+    (the message was lost), and failed ones with tries left, after a pause that grows with
+    each try."""
+    now = timezone.now()
+    silent_since = Coalesce("heartbeat_at", "created_at")
     return list(
-        IngestBatch.objects.filter(state__in=[IngestBatch.State.QUEUED, IngestBatch.State.RUNNING])
-        .exclude(channel=IngestBatch.Channel.CLI)
-        .filter(created_at__lt=cutoff)
-        .filter(Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=cutoff))
+        IngestBatch.objects.exclude(channel=IngestBatch.Channel.CLI)
+        .alias(silent_since=silent_since)
+        .filter(
+            Q(state=IngestBatch.State.RUNNING, silent_since__lt=now - running)
+            | Q(state=IngestBatch.State.QUEUED, silent_since__lt=now - queued)
+            | Q(
+                state=IngestBatch.State.FAILED,
+                attempts__lt=max_attempts,
+                finished_at__lt=now - failed * F("attempts"),
+            )
+        )
+        .order_by("created_at")
     )

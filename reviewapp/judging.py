@@ -12,7 +12,7 @@ import hashlib
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,10 +81,18 @@ class RunToJudge:
     records: list[tuple[int, Record]]
 
 
-def judge_stored_runs(run_pks: Iterable[int], *, active: ActivePolicy, batch: IngestBatch) -> None:
+def judge_stored_runs(
+    run_pks: Iterable[int],
+    *,
+    active: ActivePolicy,
+    batch: IngestBatch,
+    heartbeat: Callable[[], None] = lambda: None,
+) -> None:
     """Judge these runs from their stored records unless their current judgement already
-    covers them under the active policy; store what the engine said, open tickets."""
+    covers them under the active policy; store what the engine said, open tickets.
+    `heartbeat` is called after each block: long work shows it is alive."""
     for block in _chunks(sorted(set(run_pks)), RUNS_PER_BLOCK):
+        heartbeat()
         with transaction.atomic():
             runs = Run.objects.filter(pk__in=block).select_related("current_judgement")
             records = stored_engine_records(block)
@@ -281,7 +289,8 @@ def _insert_new_tickets(rows: list[tuple[Any, ...]]) -> None:
     existing = set(
         Ticket.objects.filter(run_id__in={row[0] for row in rows}).values_list("run_id", "key")
     )
-    new = [row for row in rows if (row[0], row[1]) not in existing]
+    # Sorted: two ingests opening the same tickets take their locks in one order.
+    new = sorted((row for row in rows if (row[0], row[1]) not in existing), key=lambda row: row[:2])
     try:
         with transaction.atomic():
             insert_rows(Ticket, TICKET_COLUMNS, new)

@@ -95,9 +95,12 @@ class IngestBatch(models.Model):
     runs = models.PositiveIntegerField(default=0)
     tickets = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
+    # How many times a worker has started on it: a failed batch is tried again a few times.
+    attempts = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
-    # Moves with every committed chunk: a running batch whose heartbeat stops has lost its worker.
+    # Set when sent to a worker, then moved by every committed chunk and judging step: a
+    # running batch whose heartbeat stops has lost its worker.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -125,6 +128,17 @@ class IngestBatch(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.state in (self.State.DONE, self.State.FAILED)
+
+
+class ServicePulse(models.Model):
+    """When a background service last showed it was alive (the worker answering beat's
+    canary task, say): the pages warn when it has been silent too long."""
+
+    name = models.CharField(max_length=40, unique=True)
+    seen_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.name} at {self.seen_at:%Y-%m-%d %H:%M:%S}"
 
 
 class Run(models.Model):

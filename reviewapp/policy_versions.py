@@ -165,7 +165,7 @@ def publish(*, user, reason: str) -> PolicyVersion:
             reason=reason.strip(),
             proposals=[p.pk for p in proposals],
         )
-        transaction.on_commit(lambda: _queue_settlement_labels(version.pk))
+        transaction.on_commit(lambda: _queue_settlement_labels(version.pk), robust=True)
     return version
 
 

@@ -182,7 +182,7 @@ REDIS_URL = os.environ.get("REDIS_URL", "")
 BROKER_DIR = VAR_DIR / "broker"
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600, "socket_connect_timeout": 2}
 else:
     BROKER_DIR.mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://"
@@ -201,13 +201,35 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 3600)
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 3900)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A worker waits out a broker outage of any length instead of giving up after 100 tries.
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+# Sending a task while the broker is down costs a request a second at most: the batch
+# stays queued and beat's reconciler sends it once the broker is back.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 2,
+    "interval_start": 0,
+    "interval_step": 0.2,
+    "interval_max": 0.5,
+}
+# How often beat looks for lost batches and sends the canary.
+RECONCILE_SECONDS = env_int("RECONCILE_SECONDS", 20)
 CELERY_BEAT_SCHEDULE = {
     "resume-stalled-batches": {
         "task": "reviewapp.tasks.resume_stalled_batches_task",
-        "schedule": 300.0,
+        "schedule": float(RECONCILE_SECONDS),
     },
+    "canary": {"task": "reviewapp.tasks.canary_task", "schedule": float(RECONCILE_SECONDS)},
     "fold-kept-counts": {"task": "reviewapp.tasks.fold_kept_counts_task", "schedule": 60.0},
 }
+# A running batch whose heartbeat (every chunk, every judging step) is this old has lost
+# its worker, and is sent again; a queued one no worker took after this long, likewise.
+INGEST_STALL_SECONDS = env_int("INGEST_STALL_SECONDS", 60)
+INGEST_REQUEUE_SECONDS = env_int("INGEST_REQUEUE_SECONDS", 300)
+# A failed batch is tried again this many seconds times its tries so far, up to this many tries.
+INGEST_RETRY_SECONDS = env_int("INGEST_RETRY_SECONDS", 60)
+INGEST_MAX_ATTEMPTS = env_int("INGEST_MAX_ATTEMPTS", 3)
+# The worker is reported silent when beat's canary has not run for this long.
+WORKER_SILENT_SECONDS = env_int("WORKER_SILENT_SECONDS", 90)
 
 # Uploaded and posted trace files wait here for a worker (a volume shared with the
 # workers in docker-compose).
@@ -250,7 +272,7 @@ DEFAULT_POLICY_PATH = BASE_DIR / "reviewapp" / "default_policy.json"
 CACHE_URL = os.environ.get("CACHE_URL", "")
 CACHES = {
     "default": (
-        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}
+        {"BACKEND": "reviewapp.cache.FallbackRedisCache", "LOCATION": CACHE_URL}
         if CACHE_URL
         else {
             "BACKEND": "django.core.cache.backends.locmem.LocMemCache",

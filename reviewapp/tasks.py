@@ -20,15 +20,31 @@ def label_settled_tickets_task(version_id: int) -> int:
 
 @app.task
 def resume_stalled_batches_task() -> int:
-    """Periodic (beat): send stalled batches to a worker again."""
+    """Periodic (beat): send again batches whose worker died, whose message was lost, or
+    that failed with tries left."""
     from datetime import timedelta
 
-    from reviewapp.ingestion import stalled_batches
+    from django.conf import settings
 
-    stalled = stalled_batches(older_than=timedelta(minutes=15))
+    from reviewapp.ingestion import send_to_worker, stalled_batches
+
+    stalled = stalled_batches(
+        running=timedelta(seconds=settings.INGEST_STALL_SECONDS),
+        queued=timedelta(seconds=settings.INGEST_REQUEUE_SECONDS),
+        failed=timedelta(seconds=settings.INGEST_RETRY_SECONDS),
+        max_attempts=settings.INGEST_MAX_ATTEMPTS,
+    )
     for batch in stalled:
-        ingest_batch_task.delay(batch.pk)
+        send_to_worker(batch)
     return len(stalled)
+
+
+@app.task
+def canary_task() -> None:
+    """Periodic (beat): a worker that runs it shows it is consuming tasks."""
+    from reviewapp.pulse import record_pulse
+
+    record_pulse("worker")
 
 
 @app.task

@@ -17,6 +17,7 @@ urlpatterns = [
     path("ingest/", ingest.batch_list, name="batch-list"),
     path("ingest/batches/<uuid:public_id>/", ingest.batch_detail, name="batch-detail"),
     path("ingest/batches/<uuid:public_id>/progress/", ingest.batch_progress, name="batch-progress"),
+    path("ingest/batches/<uuid:public_id>/retry/", ingest.batch_retry, name="batch-retry"),
     path("tokens/", ingest.token_list, name="token-list"),
     path("tokens/<int:pk>/revoke/", ingest.token_revoke, name="token-revoke"),
     # Policy: proposals, approval, versions

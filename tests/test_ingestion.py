@@ -423,26 +423,6 @@ def test_a_batch_interrupted_mid_way_finishes_on_retry_without_doubles(tmp_path,
     assert Judgement.objects.count() == judgements
 
 
-def test_stalled_batches_are_found_by_their_heartbeat(tmp_path):
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    from reviewapp.ingestion import stalled_batches
-
-    path = tmp_path / "t.jsonl"
-    path.write_bytes(observation("r1", "o1", "a", "paid") + b"\n")
-    old = timezone.now() - timedelta(hours=1)
-    lost = create_batch(channel=IngestBatch.Channel.API, path=path, file_name="lost.jsonl")
-    alive = create_batch(channel=IngestBatch.Channel.API, path=path, file_name="alive.jsonl")
-    done = create_batch(channel=IngestBatch.Channel.UPLOAD, path=path, file_name="done.jsonl")
-    ingest_batch(done)
-    IngestBatch.objects.filter(pk__in=[lost.pk, alive.pk, done.pk]).update(created_at=old)
-    IngestBatch.objects.filter(pk=lost.pk).update(state="running", heartbeat_at=old)
-    IngestBatch.objects.filter(pk=alive.pk).update(state="running", heartbeat_at=timezone.now())
-    assert stalled_batches(older_than=timedelta(minutes=15)) == [lost]
-
-
 def test_the_command_says_so_when_a_file_is_empty_and_fails_on_unreadable_paths(tmp_path, capsys):
     from django.core.management import call_command
 

@@ -558,7 +558,7 @@ def test_bulk_changes_skip_and_report_what_moved_meanwhile(desk, reviewer, secon
     outcome = tickets.assign_many(
         {stale.pk: 1, mismatch.pk: 1, partial.pk: 2}, actor=reviewer, assignee=reviewer
     )
-    assert outcome.changed == [stale.pk, partial.pk]
+    assert outcome.changed == sorted([stale.pk, partial.pk])
     assert [c.ticket.pk for c in outcome.conflicts] == [mismatch.pk]
     mismatch.refresh_from_db()
     assert mismatch.assignee == second_reviewer

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from contextlib import suppress
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
@@ -14,10 +15,15 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from reviewapp.api_tokens import authenticate_bearer
-from reviewapp.ingestion import create_batch, upload_dir
+from reviewapp.ingestion import (
+    BatchNotRetryable,
+    create_batch,
+    retry_batch,
+    send_to_worker,
+    upload_dir,
+)
 from reviewapp.models import ApiToken, IngestBatch
 from reviewapp.roles import INGEST
-from reviewapp.tasks import ingest_batch_task
 
 
 class BodyTooLarge(Exception):
@@ -108,13 +114,19 @@ def post_traces(request: HttpRequest) -> JsonResponse:
                 token=token,
                 idempotency_key=key,
             )
-            transaction.on_commit(lambda: ingest_batch_task.delay(batch.pk))
+            send_to_worker(batch)
     except IntegrityError:
-        path.unlink(missing_ok=True)
         earlier = IngestBatch.objects.get(api_token=token, idempotency_key=key)
         if earlier.content_sha256 != sha256:
+            path.unlink(missing_ok=True)
             return _error(422, "this Idempotency-Key was used with a different body")
-        return JsonResponse(_batch_json(earlier), status=200)
+        if earlier.state == IngestBatch.State.FAILED:
+            with suppress(BatchNotRetryable):
+                retry_batch(earlier, body=path)
+        path.unlink(missing_ok=True)
+        earlier.refresh_from_db()
+        # The answer the first request got: accepted, with where to follow it.
+        return JsonResponse(_batch_json(earlier), status=202)
     return JsonResponse(_batch_json(batch), status=202)
 
 

@@ -4,7 +4,6 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
 from django.core.paginator import Paginator
-from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import never_cache
@@ -12,10 +11,17 @@ from django.views.decorators.http import require_GET, require_POST
 
 from reviewapp.api_tokens import create_token, revoke_token
 from reviewapp.forms import TokenForm, UploadForm
-from reviewapp.ingestion import create_batch, ingest_batch, keep_upload
+from reviewapp.ingestion import (
+    BatchNotRetryable,
+    create_batch,
+    ingest_batch,
+    keep_upload,
+    retry_batch,
+    send_to_worker,
+)
 from reviewapp.models import ApiToken, IngestBatch
+from reviewapp.pulse import silent_since
 from reviewapp.roles import INGEST
-from reviewapp.tasks import ingest_batch_task
 from reviewapp.trace_files import is_gzip
 from reviewapp.uploads import refused_uploads
 
@@ -70,7 +76,7 @@ def _accept_uploads(request: HttpRequest, files) -> None:
                 f"{upload.name}: {summary.lines:,} lines, {summary.accepted:,} accepted, {summary.duplicates:,} duplicates, {summary.rejected:,} rejected.",
             )
         else:
-            transaction.on_commit(lambda pk=batch.pk: ingest_batch_task.delay(pk))
+            send_to_worker(batch)
             messages.info(request, f"{upload.name}: queued for a worker ({size:,} bytes).")
 
 
@@ -80,13 +86,38 @@ def batch_detail(request: HttpRequest, public_id) -> HttpResponse:
     rejected = Paginator(
         batch.trace_lines.filter(accepted=False).order_by("line_number"), LINES_PER_PAGE
     ).get_page(request.GET.get("page"))
-    return render(request, "ingest/batch_detail.html", {"batch": batch, "rejected": rejected})
+    return render(
+        request,
+        "ingest/batch_detail.html",
+        {"rejected": rejected, **_batch_state(request, batch)},
+    )
+
+
+def _batch_state(request: HttpRequest, batch: IngestBatch) -> dict:
+    return {
+        "batch": batch,
+        "can_ingest": request.user.has_perm(INGEST),
+        "worker_silent": None if batch.is_finished else silent_since("worker"),
+    }
+
+
+@require_POST
+@permission_required(INGEST, raise_exception=True)
+def batch_retry(request: HttpRequest, public_id) -> HttpResponse:
+    batch = get_object_or_404(IngestBatch, public_id=public_id)
+    try:
+        retry_batch(batch)
+    except BatchNotRetryable as exc:
+        messages.error(request, f"Not sent again: {exc}.")
+    else:
+        messages.success(request, "Sent to a worker again; lines already stored are kept.")
+    return redirect("batch-detail", public_id=batch.public_id)
 
 
 @require_GET
 def batch_progress(request: HttpRequest, public_id) -> HttpResponse:
     batch = get_object_or_404(IngestBatch, public_id=public_id)
-    return render(request, "ingest/batch_detail.html#batch-progress", {"batch": batch})
+    return render(request, "ingest/batch_detail.html#batch-progress", _batch_state(request, batch))
 
 
 @never_cache  # it shows a new token once: no copy of the page may be kept anywhere
