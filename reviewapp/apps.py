@@ -8,7 +8,7 @@ class ReviewAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from reviewapp.roles import ensure_roles
+        from reviewapp.accounts.roles import ensure_roles
 
         # Permissions exist only after migrate, so the roles are made then.
         post_migrate.connect(ensure_roles, sender=self)

@@ -238,7 +238,7 @@ UPLOAD_DIR = Path(os.environ.get("UPLOAD_DIR", VAR_DIR / "uploads"))
 INGEST_MAX_BYTES = env_int("INGEST_MAX_BYTES", 512 * 1024 * 1024)
 # An uploaded file past INGEST_MAX_BYTES is refused as it arrives, not spooled first.
 FILE_UPLOAD_HANDLERS = [
-    "reviewapp.uploads.CappedUploadHandler",
+    "reviewapp.ingest.uploads.CappedUploadHandler",
     "django.core.files.uploadhandler.MemoryFileUploadHandler",
     "django.core.files.uploadhandler.TemporaryFileUploadHandler",
 ]
@@ -272,7 +272,7 @@ DEFAULT_POLICY_PATH = BASE_DIR / "reviewapp" / "default_policy.json"
 CACHE_URL = os.environ.get("CACHE_URL", "")
 CACHES = {
     "default": (
-        {"BACKEND": "reviewapp.cache.FallbackRedisCache", "LOCATION": CACHE_URL}
+        {"BACKEND": "reviewapp.infra.cache.FallbackRedisCache", "LOCATION": CACHE_URL}
         if CACHE_URL
         else {
             "BACKEND": "django.core.cache.backends.locmem.LocMemCache",

@@ -5,7 +5,7 @@ from reviewapp.celery import app
 
 @app.task(acks_late=True, reject_on_worker_lost=True)
 def ingest_batch_task(batch_id: int) -> dict[str, int]:
-    from reviewapp.ingestion import ingest_stored_batch
+    from reviewapp.ingest.pipeline import ingest_stored_batch
 
     return ingest_stored_batch(batch_id).as_dict()
 
@@ -13,7 +13,7 @@ def ingest_batch_task(batch_id: int) -> dict[str, int]:
 @app.task(acks_late=True, reject_on_worker_lost=True)
 def label_settled_tickets_task(version_id: int) -> int:
     from reviewapp.models import PolicyVersion
-    from reviewapp.policy_versions import label_settled_tickets
+    from reviewapp.policy.versions import label_settled_tickets
 
     return label_settled_tickets(PolicyVersion.objects.get(pk=version_id))
 
@@ -26,7 +26,7 @@ def resume_stalled_batches_task() -> int:
 
     from django.conf import settings
 
-    from reviewapp.ingestion import send_to_worker, stalled_batches
+    from reviewapp.ingest.pipeline import send_to_worker, stalled_batches
 
     stalled = stalled_batches(
         running=timedelta(seconds=settings.INGEST_STALL_SECONDS),
@@ -42,14 +42,14 @@ def resume_stalled_batches_task() -> int:
 @app.task
 def canary_task() -> None:
     """Periodic (beat): a worker that runs it shows it is consuming tasks."""
-    from reviewapp.pulse import record_pulse
+    from reviewapp.infra.pulse import record_pulse
 
     record_pulse("worker")
 
 
 @app.task
 def fold_kept_counts_task() -> None:
-    """Periodic (beat): fold the queue's kept counts (see reviewapp.tickets)."""
-    from reviewapp.tickets import fold_kept_counts
+    """Periodic (beat): fold the queue's kept counts (see reviewapp.review.tickets)."""
+    from reviewapp.review.tickets import fold_kept_counts
 
     fold_kept_counts()

@@ -1,8 +1,10 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from reviewapp.sign_in import ThrottledAuthenticationForm
-from reviewapp.views import api, dashboard, ingest, policy, tickets
+from reviewapp.accounts.sign_in import ThrottledAuthenticationForm
+from reviewapp.views import dashboard, ingest, policy
+from reviewapp.views import ingest_api as api
+from reviewapp.views import review as tickets
 
 urlpatterns = [
     # Sign-in

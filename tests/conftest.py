@@ -4,7 +4,7 @@ import pytest
 from django.contrib.auth.models import Group
 from django.core.cache import cache
 
-from reviewapp.roles import ADMIN, APPROVER, REVIEWER, VIEWER, ensure_roles
+from reviewapp.accounts.roles import ADMIN, APPROVER, REVIEWER, VIEWER, ensure_roles
 
 
 def make_user(django_user_model, username: str, role: str | None):

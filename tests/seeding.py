@@ -11,8 +11,8 @@ from pathlib import Path
 from django.db.models.functions import Mod
 from django.utils import timezone
 
-from reviewapp.ingestion import ingest_file
-from reviewapp.judging import ticket_key
+from reviewapp.ingest.pipeline import ingest_file
+from reviewapp.judging.store import ticket_key
 from reviewapp.models import IngestBatch, Run, Ticket
 
 REASONS = ("no-approved-precedence", "partial-result", "identity-mismatch", "review-required")

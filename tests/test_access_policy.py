@@ -7,9 +7,9 @@ import json
 import pytest
 from django.urls import reverse
 
-from reviewapp.api_tokens import create_token
+from reviewapp.ingest.tokens import create_token
 from reviewapp.models import ApiToken, IngestBatch, PolicyVersion, RuleProposal
-from reviewapp.policy_versions import decide, propose, publish
+from reviewapp.policy.versions import decide, propose, publish
 
 pytestmark = pytest.mark.django_db
 ROLES = ["anonymous", "viewer", "reviewer", "approver", "admin_user"]

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
-from reviewapp.api_tokens import create_token, revoke_token
-from reviewapp.ingestion import ingest_stored_batch
+from reviewapp.ingest.pipeline import ingest_stored_batch
+from reviewapp.ingest.tokens import create_token, revoke_token
 from reviewapp.models import ApiToken, AuditEvent, IngestBatch, TraceLine
 
 pytestmark = pytest.mark.django_db

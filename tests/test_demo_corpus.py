@@ -2,7 +2,7 @@
 
 import pytest
 
-from reviewapp.demo_corpus import DEMO_POLICY, demo_lines
+from reviewapp.demo.corpus import DEMO_POLICY, demo_lines
 from reviewapp.engine import judge_runs, load_policy, parse_line
 
 

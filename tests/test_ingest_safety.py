@@ -12,9 +12,9 @@ from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
-from reviewapp import ingestion
-from reviewapp.api_tokens import create_token
-from reviewapp.ingestion import create_batch, ingest_batch, ingest_file, stalled_batches
+from reviewapp.ingest import pipeline as ingestion
+from reviewapp.ingest.pipeline import create_batch, ingest_batch, ingest_file, stalled_batches
+from reviewapp.ingest.tokens import create_token
 from reviewapp.models import IngestBatch, Run, Ticket, TraceLine
 
 pytestmark = pytest.mark.django_db
@@ -173,7 +173,7 @@ def test_a_line_repeated_in_a_later_chunk_of_another_file_is_a_new_occurrence(
 
 
 def test_occurrences_stay_exact_when_their_counts_leave_memory():
-    from reviewapp.occurrences import OccurrenceCounter
+    from reviewapp.ingest.occurrences import OccurrenceCounter
 
     counter = OccurrenceCounter(in_memory=3)
     keys = [bytes([i % 5]) for i in range(40)]

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from django.db import transaction
 
-from reviewapp import ingestion
-from reviewapp.ingestion import IngestSummary, create_batch, ingest_batch, ingest_file
+from reviewapp.ingest import pipeline as ingestion
+from reviewapp.ingest.pipeline import IngestSummary, create_batch, ingest_batch, ingest_file
 from reviewapp.models import IngestBatch, Judgement, Run, Ticket, TraceLine, TraceRecord, Verdict
 
 pytestmark = pytest.mark.django_db
@@ -171,8 +171,8 @@ def test_a_run_whose_lines_are_far_apart_in_a_file_is_judged_on_all_of_them(tmp_
 
 def test_runs_judged_while_ingesting_match_a_judgement_of_their_stored_records(monkeypatch):
     from reviewapp.engine import judge_run
-    from reviewapp.judging import stored_engine_records
-    from reviewapp.policies import active_policy
+    from reviewapp.judging.policies import active_policy
+    from reviewapp.judging.store import stored_engine_records
 
     monkeypatch.setattr(ingestion, "CHUNK_LINES", 7)
     for path in sorted(SPEC.glob("*.jsonl")):
@@ -191,8 +191,8 @@ def test_runs_judged_while_ingesting_match_a_judgement_of_their_stored_records(m
 
 
 def test_an_older_judgement_never_replaces_a_newer_current_one(tmp_path):
-    from reviewapp.judging import RunToJudge, record_judgements, stored_engine_records
-    from reviewapp.policies import active_policy
+    from reviewapp.judging.policies import active_policy
+    from reviewapp.judging.store import RunToJudge, record_judgements, stored_engine_records
 
     ingest(
         tmp_path,
@@ -362,7 +362,7 @@ def test_an_empty_file_is_an_empty_batch(tmp_path):
 
 
 def test_an_oversized_line_is_rejected_without_reading_it_into_memory(tmp_path, monkeypatch):
-    monkeypatch.setattr("reviewapp.trace_files.MAX_LINE_BYTES", 1000)
+    monkeypatch.setattr("reviewapp.ingest.files.MAX_LINE_BYTES", 1000)
     huge = line(runId="r1", type="agent_action", name="x" * 5000)
     summary = ingest(tmp_path, observation("r1", "o1", "a", "paid") + b"\n" + huge + b"\n")
     assert (summary.accepted, summary.rejected) == (1, 1)

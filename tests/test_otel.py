@@ -11,7 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reviewapp.engine import decode_line, parse_record
-from reviewapp.otel import ExternalFormatError, ExtractionKeys, convert_document, detect_format
+from reviewapp.ingest.otel import (
+    ExternalFormatError,
+    ExtractionKeys,
+    convert_document,
+    detect_format,
+)
 
 DEFAULT_KEYS = ExtractionKeys()
 FIXTURES = Path(__file__).parent / "fixtures" / "otel"

@@ -55,7 +55,7 @@ def test_logout_needs_a_post(client, reviewer):
 def test_the_dashboard_sums_up_what_was_judged(client, reviewer):
     from pathlib import Path
 
-    from reviewapp.ingestion import ingest_file
+    from reviewapp.ingest.pipeline import ingest_file
 
     client.force_login(reviewer)
     assert "Nothing has been ingested yet" in client.get(reverse("dashboard")).content.decode()

@@ -7,7 +7,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import DatabaseError, IntegrityError, connection, transaction
 
-from reviewapp.ingestion import ingest_file
+from reviewapp.ingest.pipeline import ingest_file
 from reviewapp.models import (
     AuditEvent,
     IngestBatch,
@@ -18,8 +18,8 @@ from reviewapp.models import (
     Run,
     Ticket,
 )
-from reviewapp.policy_documents import apply_change, describe_rule, diff_documents
-from reviewapp.policy_versions import (
+from reviewapp.policy.documents import apply_change, describe_rule, diff_documents
+from reviewapp.policy.versions import (
     FourEyesError,
     PolicyWorkError,
     close_settled,
@@ -31,7 +31,7 @@ from reviewapp.policy_versions import (
     propose,
     publish,
 )
-from reviewapp.tickets import data_stamp
+from reviewapp.review.tickets import data_stamp
 
 pytestmark = pytest.mark.django_db
 SPEC = Path(__file__).resolve().parent / "fixtures" / "spec"

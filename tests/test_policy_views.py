@@ -8,9 +8,9 @@ import pytest
 from django.urls import reverse
 from django.utils.html import escape
 
-from reviewapp.ingestion import ingest_file
+from reviewapp.ingest.pipeline import ingest_file
 from reviewapp.models import PolicyVersion, RuleProposal, Ticket
-from reviewapp.policy_versions import decide, propose, publish
+from reviewapp.policy.versions import decide, propose, publish
 
 pytestmark = pytest.mark.django_db
 FORM = {
@@ -147,7 +147,7 @@ def test_viewers_read_policy_but_cannot_propose(client, viewer):
 def test_a_ticket_offers_a_proposal_and_shows_a_newer_version_would_settle_it(
     client, reviewer, approver, viewer
 ):
-    from reviewapp.policy_versions import label_settled_tickets
+    from reviewapp.policy.versions import label_settled_tickets
 
     ingest_file(Path(__file__).parent / "fixtures" / "spec" / "order-status.jsonl", channel="cli")
     ticket = Ticket.objects.get(run__run_id="stale-search")

@@ -64,7 +64,7 @@ def test_the_lockout_ends_when_its_window_has_passed(client, reviewer, monkeypat
 
 
 def test_guesses_sent_at_once_are_counted_before_any_password_is_checked(rf, settings):
-    from reviewapp.sign_in import attempt_allowed
+    from reviewapp.accounts.sign_in import attempt_allowed
 
     request = rf.post("/login/", REMOTE_ADDR="10.0.0.9")
     allowed = [attempt_allowed(request, "rita") for _ in range(settings.SIGN_IN_MAX_FAILURES + 3)]
@@ -72,7 +72,7 @@ def test_guesses_sent_at_once_are_counted_before_any_password_is_checked(rf, set
 
 
 def test_behind_a_proxy_the_address_is_the_one_the_proxy_saw(rf, settings):
-    from reviewapp.sign_in import client_address
+    from reviewapp.accounts.sign_in import client_address
 
     request = rf.get("/", REMOTE_ADDR="10.0.0.1", HTTP_X_FORWARDED_FOR="6.6.6.6, 203.0.113.7")
     assert client_address(request) == "10.0.0.1"

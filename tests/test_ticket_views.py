@@ -7,8 +7,8 @@ import re
 import pytest
 from django.urls import reverse
 
-from reviewapp import tickets
 from reviewapp.models import AuditEvent, Ticket, TraceLine
+from reviewapp.review import tickets
 from tests.seeding import ingest_lines, review_desk_trace
 
 pytestmark = pytest.mark.django_db
@@ -76,7 +76,7 @@ def test_htmx_swaps_only_the_results_or_the_whole_queue(client, reviewer, desk):
 
 
 def test_the_queue_pages_through_tickets(client, reviewer, desk, settings, monkeypatch):
-    monkeypatch.setattr("reviewapp.views.tickets.TICKETS_PER_PAGE", 3)
+    monkeypatch.setattr("reviewapp.views.review.TICKETS_PER_PAGE", 3)
     client.force_login(reviewer)
     first = client.get(reverse("ticket-queue")).content.decode()
     second = client.get(reverse("ticket-queue"), {"page": 2}).content.decode()
@@ -144,7 +144,7 @@ def test_errors_and_fallbacks_are_marked(client, reviewer, desk):
 def test_a_finding_ticket_shows_the_runs_calls_as_a_timeline(client, reviewer, tmp_path):
     from pathlib import Path
 
-    from reviewapp.ingestion import ingest_file
+    from reviewapp.ingest.pipeline import ingest_file
     from reviewapp.models import PolicyVersion
 
     spec = Path(__file__).parent / "fixtures" / "spec"

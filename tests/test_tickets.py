@@ -9,7 +9,6 @@ import pytest
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
-from reviewapp import tickets
 from reviewapp.models import (
     AuditEvent,
     Ticket,
@@ -17,6 +16,7 @@ from reviewapp.models import (
     TicketComment,
     TicketFacetDelta,
 )
+from reviewapp.review import tickets
 from tests.seeding import ingest_lines, review_desk_trace, seed_tickets
 
 pytestmark = pytest.mark.django_db

@@ -107,7 +107,7 @@ def test_an_oversized_upload_is_refused_as_it_arrives_not_spooled_first(rf, sett
 
     from django.core.files.uploadhandler import TemporaryFileUploadHandler
 
-    from reviewapp.uploads import refused_uploads
+    from reviewapp.ingest.uploads import refused_uploads
 
     settings.INGEST_MAX_BYTES = 1000
     settings.FILE_UPLOAD_MAX_MEMORY_SIZE = 10  # every file goes to a temporary file

@@ -15,8 +15,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 from django.urls import reverse
 
-from reviewapp.api_tokens import create_token
-from reviewapp.ingestion import ingest_file
+from reviewapp.ingest.pipeline import ingest_file
+from reviewapp.ingest.tokens import create_token
 from reviewapp.models import IngestBatch, Run, Ticket, TraceLine
 
 ROOT = Path(__file__).resolve().parent.parent

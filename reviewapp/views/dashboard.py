@@ -3,9 +3,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from reviewapp.judging.policies import active_policy
 from reviewapp.models import IngestBatch, Run
-from reviewapp.policies import active_policy
-from reviewapp.tickets import QueueFilters, facet_counts
+from reviewapp.review.tickets import QueueFilters, facet_counts
 
 
 @require_GET

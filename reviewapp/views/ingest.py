@@ -9,9 +9,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from reviewapp.api_tokens import create_token, revoke_token
+from reviewapp.accounts.roles import INGEST
 from reviewapp.forms import TokenForm, UploadForm
-from reviewapp.ingestion import (
+from reviewapp.infra.pulse import silent_since
+from reviewapp.ingest.files import is_gzip
+from reviewapp.ingest.pipeline import (
     BatchNotRetryable,
     create_batch,
     ingest_batch,
@@ -19,11 +21,9 @@ from reviewapp.ingestion import (
     retry_batch,
     send_to_worker,
 )
+from reviewapp.ingest.tokens import create_token, revoke_token
+from reviewapp.ingest.uploads import refused_uploads
 from reviewapp.models import ApiToken, IngestBatch
-from reviewapp.pulse import silent_since
-from reviewapp.roles import INGEST
-from reviewapp.trace_files import is_gzip
-from reviewapp.uploads import refused_uploads
 
 BATCHES_PER_PAGE = 25
 LINES_PER_PAGE = 50

@@ -11,12 +11,13 @@ from django.http import HttpRequest, HttpResponse, HttpResponseForbidden, JsonRe
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from reviewapp.accounts.roles import APPROVE_RULE, PROPOSE_RULE, WORK_TICKET
 from reviewapp.engine import PolicyError
 from reviewapp.forms import DecisionForm, ImportForm, ProposalForm, PublishForm, whole_number
+from reviewapp.judging.policies import default_policy_document
 from reviewapp.models import PolicyVersion, RuleProposal, Ticket
-from reviewapp.policies import default_policy_document
-from reviewapp.policy_documents import describe_change, describe_rule, diff_documents
-from reviewapp.policy_versions import (
+from reviewapp.policy.documents import describe_change, describe_rule, diff_documents
+from reviewapp.policy.versions import (
     FourEyesError,
     PolicyWorkError,
     active_document,
@@ -31,8 +32,7 @@ from reviewapp.policy_versions import (
     publish,
     settled_open_tickets,
 )
-from reviewapp.roles import APPROVE_RULE, PROPOSE_RULE, WORK_TICKET
-from reviewapp.tickets import DataStamp, TicketActionError, data_stamp
+from reviewapp.review.tickets import DataStamp, TicketActionError, data_stamp
 
 VERSIONS_PER_PAGE = 20
 

@@ -9,7 +9,7 @@ import pytest
 from django.core.management import call_command
 
 from reviewapp.engine import judge_runs, parse_line
-from reviewapp.policies import read_policy_file
+from reviewapp.judging.policies import read_policy_file
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "spec"
 NAMES = sorted(p.name.removesuffix(".policy.json") for p in FIXTURES.glob("*.policy.json"))

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from reviewapp.api_tokens import create_token
+from reviewapp.ingest.tokens import create_token
 from reviewapp.models import IngestBatch, Ticket, TraceLine
 from tests.reliability.conftest import Browser
 from tests.reliability.stack import wait_for
@@ -64,9 +64,7 @@ def test_redis_killed_mid_batch_and_restarted_the_worker_reconnects(stack, revie
     assert batch_done(again["id"], 60).accepted == 3 * 6
 
 
-def test_while_redis_is_down_pages_and_the_api_answer_and_the_batch_waits(
-    stack, reviewer, desk
-):
+def test_while_redis_is_down_pages_and_the_api_answer_and_the_batch_waits(stack, reviewer, desk):
     token = create_token(user=reviewer, name="faults")[1]
     browser = Browser(stack)
     ticket = Ticket.objects.first()

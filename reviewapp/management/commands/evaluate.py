@@ -10,9 +10,9 @@ import sys
 from django.core.management.base import BaseCommand, CommandParser
 
 from reviewapp.engine import PolicyError, RecordError, judge_runs
-from reviewapp.policies import active_policy_offline, read_policy_file
-from reviewapp.trace_files import TraceFileError, read_trace_file
-from reviewapp.trace_formats import decode_unit
+from reviewapp.ingest.files import TraceFileError, read_trace_file
+from reviewapp.ingest.formats import decode_unit
+from reviewapp.judging.policies import active_policy_offline, read_policy_file
 
 
 class Command(BaseCommand):

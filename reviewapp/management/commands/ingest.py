@@ -7,9 +7,9 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from reviewapp.ingestion import IngestSummary, expand_paths, ingest_file
+from reviewapp.ingest.files import TraceFileError, open_trace_file
+from reviewapp.ingest.pipeline import IngestSummary, expand_paths, ingest_file
 from reviewapp.models import IngestBatch
-from reviewapp.trace_files import TraceFileError, open_trace_file
 
 
 class ProgressBar:

@@ -11,9 +11,10 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from reviewapp.accounts.roles import APPROVE_RULE, PROPOSE_RULE
 from reviewapp.engine import PolicyError
 from reviewapp.models import PolicyVersion, RuleProposal
-from reviewapp.policy_versions import (
+from reviewapp.policy.versions import (
     PolicyWorkError,
     active_document,
     decide,
@@ -21,7 +22,6 @@ from reviewapp.policy_versions import (
     import_document,
     publish,
 )
-from reviewapp.roles import APPROVE_RULE, PROPOSE_RULE
 
 
 class Command(BaseCommand):

@@ -8,11 +8,11 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from reviewapp.demo_corpus import DEMO_POLICY, demo_lines
-from reviewapp.ingestion import ingest_file
+from reviewapp.accounts.roles import ADMIN, APPROVER, REVIEWER, VIEWER, ensure_roles
+from reviewapp.demo.corpus import DEMO_POLICY, demo_lines
+from reviewapp.ingest.pipeline import ingest_file
 from reviewapp.models import IngestBatch, PolicyVersion
-from reviewapp.policy_versions import decide, import_document, publish
-from reviewapp.roles import ADMIN, APPROVER, REVIEWER, VIEWER, ensure_roles
+from reviewapp.policy.versions import decide, import_document, publish
 
 DEMO_USERS = (
     ("reviewer", REVIEWER),

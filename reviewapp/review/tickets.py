@@ -23,6 +23,7 @@ from django.db import connection, transaction
 from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery, Sum
 from django.utils import timezone
 
+from reviewapp.accounts.roles import WORK_TICKET
 from reviewapp.forms import whole_number
 from reviewapp.models import (
     AuditEvent,
@@ -36,7 +37,6 @@ from reviewapp.models import (
     TicketFacetDelta,
     Verdict,
 )
-from reviewapp.roles import WORK_TICKET
 
 # The causes a reviewer is offered; POLICY is given when a newer policy version settles tickets.
 REVIEWER_CAUSES = [

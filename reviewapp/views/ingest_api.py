@@ -14,16 +14,16 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
-from reviewapp.api_tokens import authenticate_bearer
-from reviewapp.ingestion import (
+from reviewapp.accounts.roles import INGEST
+from reviewapp.ingest.pipeline import (
     BatchNotRetryable,
     create_batch,
     retry_batch,
     send_to_worker,
     upload_dir,
 )
+from reviewapp.ingest.tokens import authenticate_bearer
 from reviewapp.models import ApiToken, IngestBatch
-from reviewapp.roles import INGEST
 
 
 class BodyTooLarge(Exception):

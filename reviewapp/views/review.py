@@ -15,11 +15,11 @@ from django.utils.functional import SimpleLazyObject
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_GET, require_POST
 
-from reviewapp import tickets
-from reviewapp.evidence import handoff_package, ticket_evidence, with_judgement
+from reviewapp.accounts.roles import WORK_TICKET
 from reviewapp.models import AuditEvent, Ticket, TicketComment
-from reviewapp.roles import WORK_TICKET
-from reviewapp.views import queue_html
+from reviewapp.review import tickets
+from reviewapp.review.evidence import handoff_package, ticket_evidence, with_judgement
+from reviewapp.views import review_rows as queue_html
 
 TICKETS_PER_PAGE = 50
 FAMILIES_SHOWN = 100

@@ -9,8 +9,8 @@ from typing import Any
 
 from django.conf import settings
 
-from reviewapp import otel
 from reviewapp.engine import Record, RecordError, decode_line, parse_record
+from reviewapp.ingest import otel
 
 NATIVE = "native"
 # PostgreSQL cannot store a NUL character in JSON or text.

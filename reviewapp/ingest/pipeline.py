@@ -32,7 +32,6 @@ from django.db.models import Count, F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from reviewapp.bulk import bound_cursor, insert_rows
 from reviewapp.engine import (
     AgentAction,
     Observation,
@@ -42,12 +41,13 @@ from reviewapp.engine import (
     RunStarted,
     ToolCall,
 )
-from reviewapp.judging import RunToJudge, judge_stored_runs, record_judgements
+from reviewapp.infra.bulk import bound_cursor, insert_rows
+from reviewapp.ingest.files import RawLine, iter_raw_lines
+from reviewapp.ingest.formats import DecodedUnit, decode_unit, parse_timestamp
+from reviewapp.ingest.occurrences import OccurrenceCounter
+from reviewapp.judging.policies import ActivePolicy, active_policy
+from reviewapp.judging.store import RunToJudge, judge_stored_runs, record_judgements
 from reviewapp.models import IngestBatch, Judgement, Run, Ticket, TraceLine, TraceRecord
-from reviewapp.occurrences import OccurrenceCounter
-from reviewapp.policies import ActivePolicy, active_policy
-from reviewapp.trace_files import RawLine, iter_raw_lines
-from reviewapp.trace_formats import DecodedUnit, decode_unit, parse_timestamp
 
 log = logging.getLogger(__name__)
 CHUNK_LINES = 5000

@@ -18,10 +18,10 @@ from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 
-from reviewapp.bulk import insert_rows
 from reviewapp.engine import Observation, Record, RecordError, judge_run, parse_record
+from reviewapp.infra.bulk import insert_rows
+from reviewapp.judging.policies import ActivePolicy
 from reviewapp.models import Finding, IngestBatch, Judgement, Run, Ticket, TraceRecord, Verdict
-from reviewapp.policies import ActivePolicy
 
 log = logging.getLogger(__name__)
 RUNS_PER_BLOCK = 500

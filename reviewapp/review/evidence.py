@@ -25,9 +25,9 @@ from reviewapp.engine import (
     ToolCall,
     parse_record,
 )
+from reviewapp.ingest.formats import parse_timestamp
+from reviewapp.judging.policies import default_policy, policy_of_version_id
 from reviewapp.models import Finding, Ticket, TraceRecord, Verdict
-from reviewapp.policies import default_policy, policy_of_version_id
-from reviewapp.trace_formats import parse_timestamp
 
 log = logging.getLogger(__name__)
 # Past these, the page says how many more there are; the handoff package has them all.

@@ -18,13 +18,13 @@ from django.db.models import Max
 from django.utils import timezone
 
 from reviewapp.engine import Policy, judge_run, load_policy
-from reviewapp.judging import stored_engine_records
+from reviewapp.judging.policies import default_policy_document, latest_version, policy_of_version
+from reviewapp.judging.store import stored_engine_records
 from reviewapp.models import AuditEvent, PolicyVersion, ProspectiveSettlement, RuleProposal, Ticket
-from reviewapp.policies import default_policy_document, latest_version, policy_of_version
-from reviewapp.policy_documents import apply_change, describe_change
+from reviewapp.policy.documents import apply_change, describe_change
 
 if TYPE_CHECKING:
-    from reviewapp.tickets import DataStamp
+    from reviewapp.review.tickets import DataStamp
 
 # How many open tickets a preview judges again; the count beyond is reported, not judged.
 PREVIEW_TICKET_LIMIT = 300
@@ -275,7 +275,7 @@ def close_settled(*, version: PolicyVersion, actor, seen: DataStamp) -> str:
     """Close, as explained by the newer policy, every open ticket labelled for `version` as
     the page rendered under `seen` showed them: one changed since is left alone and
     reported, one labelled since is left for another look."""
-    from reviewapp.tickets import close_settled_by_policy, revisions_as_seen
+    from reviewapp.review.tickets import close_settled_by_policy, revisions_as_seen
 
     labelled = Ticket.objects.filter(settlements__policy_version=version)
     outcome = close_settled_by_policy(

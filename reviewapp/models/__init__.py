@@ -1,0 +1,37 @@
+"""Crosscheck's stored facts, one module per part of the product. Every package of the app
+reads and writes them; they import nothing of the app but each other (by name).
+
+Lines, records, judgements, verdicts and findings are written once and never changed: a
+run judged again gets a new judgement beside the old one. Tickets are the work items that
+move; every move of a ticket is an AuditEvent."""
+
+from reviewapp.models.ingest import ApiToken, IngestBatch, Run, ServicePulse, TraceLine, TraceRecord
+from reviewapp.models.judging import Finding, Judgement, Verdict
+from reviewapp.models.policy import PolicyVersion, ProspectiveSettlement, RuleProposal
+from reviewapp.models.review import (
+    AuditEvent,
+    Ticket,
+    TicketCombinationDelta,
+    TicketComment,
+    TicketFacetDelta,
+)
+
+__all__ = [
+    "ApiToken",
+    "AuditEvent",
+    "Finding",
+    "IngestBatch",
+    "Judgement",
+    "PolicyVersion",
+    "ProspectiveSettlement",
+    "RuleProposal",
+    "Run",
+    "ServicePulse",
+    "Ticket",
+    "TicketCombinationDelta",
+    "TicketComment",
+    "TicketFacetDelta",
+    "TraceLine",
+    "TraceRecord",
+    "Verdict",
+]

@@ -1,0 +1,196 @@
+"""Deliveries and what they held: batches, API tokens, runs, lines as received and the
+records read from them (lines and records are written once and never changed)."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class ApiToken(models.Model):
+    """A bearer token for the ingest API; only its SHA-256 is stored."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=12)
+    token_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+
+class IngestBatch(models.Model):
+    """One delivery of one file or body, by one way in."""
+
+    class Channel(models.TextChoices):
+        CLI = "cli", "command line"
+        UPLOAD = "upload", "browser upload"
+        API = "api", "HTTP API"
+
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    channel = models.CharField(max_length=10, choices=Channel.choices)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    api_token = models.ForeignKey(
+        ApiToken, null=True, blank=True, on_delete=models.PROTECT, related_name="batches"
+    )
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True)
+    file_name = models.CharField(max_length=255)
+    content_sha256 = models.CharField(max_length=64, db_index=True)
+    size_bytes = models.BigIntegerField(default=0)
+    stored_path = models.CharField(max_length=500, blank=True)
+    bytes_done = models.BigIntegerField(default=0)
+    lines = models.PositiveIntegerField(default=0)
+    accepted = models.PositiveIntegerField(default=0)
+    duplicates = models.PositiveIntegerField(default=0)
+    rejected = models.PositiveIntegerField(default=0)
+    runs = models.PositiveIntegerField(default=0)
+    tickets = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    # How many times a worker has started on it: a failed batch is tried again a few times.
+    attempts = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    # Set when sent to a worker, then moved by every committed chunk and judging step: a
+    # running batch whose heartbeat stops has lost its worker.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["api_token", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="batch_idempotency_key_per_token",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.file_name} ({self.get_channel_display()})"
+
+    @property
+    def progress_percent(self) -> int:
+        if self.state == self.State.DONE:
+            return 100
+        if not self.size_bytes:
+            return 0
+        return min(99, int(self.bytes_done * 100 / self.size_bytes))
+
+    @property
+    def is_finished(self) -> bool:
+        return self.state in (self.State.DONE, self.State.FAILED)
+
+
+class ServicePulse(models.Model):
+    """When a background service last showed it was alive (the worker answering beat's
+    canary task, say): the pages warn when it has been silent too long."""
+
+    name = models.CharField(max_length=40, unique=True)
+    seen_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.name} at {self.seen_at:%Y-%m-%d %H:%M:%S}"
+
+
+class Run(models.Model):
+    run_id = models.TextField()
+    agent = models.CharField(max_length=200, blank=True)
+    subject = models.JSONField(null=True, blank=True)
+    # The run's own clock (run_started) when it gives one, else when it first arrived;
+    # used for monthly tallies, never to order evidence.
+    started_at = models.DateTimeField(db_index=True)
+    first_ingested_at = models.DateTimeField(auto_now_add=True)
+    current_judgement = models.ForeignKey(
+        "Judgement", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["run_id"], name="run_id_unique")]
+
+    def __str__(self) -> str:
+        return self.run_id
+
+
+class TraceLine(models.Model):
+    """A received line, byte for byte, accepted or rejected with its reason.
+
+    `identity` makes re-delivery a no-op: for an accepted line, its run ids, the hash of its
+    bytes and which occurrence of those bytes it is in the run; for a rejected line, the
+    delivery's content hash, the line's hash and its occurrence in that delivery."""
+
+    # Indexed by trace_line_batch_state (batch first); ingest writes millions of these rows,
+    # so no index is kept twice here or below.
+    batch = models.ForeignKey(
+        IngestBatch, on_delete=models.PROTECT, related_name="trace_lines", db_index=False
+    )
+    identity = models.CharField(max_length=64)
+    line_number = models.PositiveIntegerField()
+    raw = models.BinaryField()
+    accepted = models.BooleanField()
+    reason = models.TextField(blank=True)
+    format = models.CharField(max_length=20, default="native")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["identity"], name="trace_line_identity_unique")
+        ]
+        indexes = [models.Index(fields=["batch", "accepted"], name="trace_line_batch_state")]
+
+    def __str__(self) -> str:
+        return f"{self.batch.file_name}:{self.line_number}"
+
+    @property
+    def text(self) -> str:
+        return bytes(self.raw).decode("utf-8", errors="replace")
+
+
+class TraceRecord(models.Model):
+    """One native record (from a native line, or converted from an external span), in
+    recording order: the id grows with line order, which is the only order the engine trusts."""
+
+    class Type(models.TextChoices):
+        RUN_STARTED = "run_started"
+        TOOL_CALL = "tool_call"
+        TOOL_OBSERVATION = "tool_observation"
+        OBSERVATION_RESOLUTION = "observation_resolution"
+        AGENT_ACTION = "agent_action"
+
+    # Indexed by trace_record_run_order (run first).
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="records", db_index=False)
+    line = models.ForeignKey(TraceLine, on_delete=models.PROTECT, related_name="records")
+    type = models.CharField(max_length=30, choices=Type.choices)
+    # toolCallId for calls, observationId for observations, name for actions.
+    key = models.TextField(blank=True)
+    source = models.TextField(blank=True)
+    data = models.JSONField()
+
+    class Meta:
+        indexes = [models.Index(fields=["run", "id"], name="trace_record_run_order")]
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.key}"

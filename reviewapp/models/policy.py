@@ -1,0 +1,115 @@
+"""Policy: numbered immutable versions, the proposals that make them, and the open tickets
+a version would settle."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class PolicyVersion(models.Model):
+    """A published, numbered, immutable policy document (the database refuses UPDATE and
+    DELETE of its rows)."""
+
+    number = models.PositiveIntegerField(unique=True)
+    name = models.CharField(max_length=200, blank=True)
+    document = models.JSONField()
+    reason = models.TextField(blank=True)
+    based_on = models.PositiveIntegerField(default=0, help_text="the version it was drafted from")
+    published_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    published_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-number"]
+
+    def __str__(self) -> str:
+        return f"v{self.number}"
+
+
+class RuleProposal(models.Model):
+    """An authority decision a reviewer proposes; a second person approves or rejects it,
+    and approved proposals are published together as the next policy version.
+
+    Four eyes are enforced by the database: the CHECK constraint refuses a row decided by
+    its proposer, and a trigger refuses any change to a decision once made."""
+
+    class Kind(models.TextChoices):
+        AUTHORITATIVE_SOURCE = "authoritative-source", "a source owns a field"
+        HIGHER_SOURCE_REVISION = "higher-source-revision", "the highest revision wins"
+        REQUIRE_REVIEW = "require-review", "always ask a person"
+        NORMALIZER = "normalizer", "compare a field's values normalized"
+        HARMLESS_ERROR = "harmless-error", "an error that does not matter for a field"
+        DOCUMENT = "document", "an imported policy document"
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        APPROVED = "approved"
+        REJECTED = "rejected"
+
+    kind = models.CharField(max_length=30, choices=Kind.choices)
+    change = models.JSONField()
+    sentence = models.TextField()
+    rationale = models.TextField()
+    proposed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    base_number = models.PositiveIntegerField(help_text="the active version when proposed")
+    tickets = models.ManyToManyField("Ticket", blank=True, related_name="proposals")
+    state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_reason = models.TextField(blank=True)
+    published_in = models.ForeignKey(
+        PolicyVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="proposals"
+    )
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(decided_by__isnull=True) | ~Q(decided_by=models.F("proposed_by")),
+                name="proposal_four_eyes",
+            ),
+            models.CheckConstraint(
+                condition=(Q(state="pending") & Q(decided_by__isnull=True))
+                | (~Q(state="pending") & Q(decided_by__isnull=False)),
+                name="proposal_decided_by_someone",
+            ),
+            models.CheckConstraint(
+                condition=Q(published_in__isnull=True) | Q(state="approved"),
+                name="proposal_published_only_if_approved",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"proposal #{self.pk}: {self.sentence}"
+
+
+class ProspectiveSettlement(models.Model):
+    """An open ticket that a published version would settle, computed after the publish:
+    a label for reviewers, never a change to the ticket or its verdict."""
+
+    ticket = models.ForeignKey("Ticket", on_delete=models.PROTECT, related_name="settlements")
+    policy_version = models.ForeignKey(
+        PolicyVersion, on_delete=models.PROTECT, related_name="settlements"
+    )
+    kind = models.CharField(max_length=20)
+    rule = models.TextField(blank=True)
+    value = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["ticket", "policy_version"], name="settlement_once_per_version"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.ticket_id} would be {self.kind} under v{self.policy_version.number}"

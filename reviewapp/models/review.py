@@ -1,0 +1,216 @@
+"""Work for reviewers: tickets, their comments and audit trail (append-only), and the
+counts the database keeps for the queue."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Ticket(models.Model):
+    """Work for a reviewer: an unresolved conflict (one per run, entity and field) or a run
+    finding (one per run and kind)."""
+
+    class Kind(models.TextChoices):
+        CONFLICT = "conflict"
+        FINDING = "finding"
+
+    class State(models.TextChoices):
+        OPEN = "open"
+        CLOSED = "closed"
+
+    class Resolution(models.TextChoices):
+        EXPLAINED = "explained"
+        UNEXPLAINED = "unexplained"
+
+    class Cause(models.TextChoices):
+        REPLICA_LAG = "replica-lag", "replica lag"
+        PARTIAL_RESULT = "partial-result", "partial result"
+        DUPLICATE_DELIVERY = "duplicate-delivery", "duplicate delivery"
+        NORMALIZATION = "normalization", "normalization"
+        WRONG_JOIN = "wrong-join", "wrong join"
+        RESERVATION = "reservation", "reservation or quarantine"
+        POLICY = "policy", "settled by a newer policy version"
+        OTHER = "other", "other"
+
+    # Indexed by ticket_once_per_run_key (run first).
+    run = models.ForeignKey("Run", on_delete=models.PROTECT, related_name="tickets", db_index=False)
+    key = models.CharField(max_length=64)
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    entity = models.TextField(null=True, blank=True)
+    field = models.TextField(blank=True)
+    finding_kind = models.CharField(max_length=60, blank=True)
+    reason = models.CharField(max_length=60)
+    action = models.TextField(blank=True)
+    unsafe = models.BooleanField(default=False)
+    sources = models.TextField(blank=True)
+    agent = models.CharField(max_length=200, blank=True)
+    # Indexed by ticket_family_created (fingerprint first).
+    fingerprint = models.CharField(max_length=16)
+    fingerprint_label = models.TextField()
+    # Followed from the ticket, never looked up by: no index.
+    verdict = models.ForeignKey(
+        "Verdict", null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+    finding = models.ForeignKey(
+        "Finding", null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+    # The judgement whose verdict or finding opened the ticket: when it is no longer its
+    # run's current one, the ticket says what the newer judgement says. Never looked up by.
+    judgement = models.ForeignKey(
+        "Judgement",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,
+    )
+    policy_number = models.PositiveIntegerField()
+    batch = models.ForeignKey(
+        "IngestBatch", on_delete=models.PROTECT, related_name="opened_tickets"
+    )
+    state = models.CharField(max_length=10, choices=State.choices, default=State.OPEN)
+    resolution = models.CharField(max_length=12, choices=Resolution.choices, blank=True)
+    cause = models.CharField(max_length=30, choices=Cause.choices, blank=True)
+    cause_text = models.TextField(blank=True)
+    # Indexed by ticket_assignee_created (assignee first).
+    assignee = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="assigned_tickets",
+        db_index=False,
+    )
+    # Followed from the ticket, never looked up by.
+    closed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,
+    )
+    # Optimistic concurrency: every change bumps it, and a change made from a stale copy fails.
+    revision = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "key"], name="ticket_once_per_run_key")
+        ]
+        indexes = [
+            # The queue's order in full: tickets opened in the same instant (one delivery)
+            # would otherwise all be read and sorted by id to find a page's first rows.
+            models.Index(fields=["state", "-created_at", "-id"], name="ticket_state_newest"),
+            # A family's or a reviewer's newest tickets without walking every ticket: small
+            # families and new reviewers are where a plain index on created_at is slowest.
+            models.Index(fields=["fingerprint", "-created_at"], name="ticket_family_created"),
+            models.Index(fields=["assignee", "-created_at"], name="ticket_assignee_created"),
+            # The queue filtered by reason (a reviewer's first filter), newest first. Its
+            # counts are kept by triggers (TicketFacetDelta, TicketCombinationDelta).
+            models.Index(
+                fields=["state", "reason", "-created_at", "-id"], name="ticket_reason_newest"
+            ),
+        ]
+        # The app's capabilities; roles (groups) are made of them in reviewapp/roles.py.
+        permissions = [
+            ("ingest_traces", "Can upload traces and manage API tokens"),
+            ("work_ticket", "Can claim, assign, comment on and close tickets"),
+            ("propose_rule", "Can propose authority decisions"),
+            ("approve_rule", "Can approve proposals and publish policy versions"),
+        ]
+
+    def __str__(self) -> str:
+        subject = self.field if self.kind == self.Kind.CONFLICT else self.finding_kind
+        return f"#{self.pk} {subject} in {self.run}"
+
+
+class TicketFacetDelta(models.Model):
+    """How many tickets have each value of each counted queue filter, per state: the sum of
+    a (state, dimension, value)'s rows is its count. Written only by PostgreSQL triggers on
+    Ticket (migration 0007), which append a row per change instead of updating a total: two
+    transactions never wait for each other here. Reading folds the rows together now and
+    then (reviewapp/tickets.py). Values are stored as the queue shows them, except the
+    assignee, kept as a user id ("" for nobody)."""
+
+    state = models.CharField(max_length=10)
+    dimension = models.CharField(max_length=20)
+    value = models.TextField()
+    tickets = models.IntegerField()
+
+    def __str__(self) -> str:
+        return f"{self.state} {self.dimension}={self.value}: {self.tickets:+d}"
+
+
+class TicketCombinationDelta(models.Model):
+    """How many tickets have one combination of the counted queue filters' values: the sum
+    of a combination's rows is its count. The queue filtered on these dimensions (a reason,
+    a source, unsafe only...) sums the combinations its filters select, far fewer than the
+    tickets they select. Written only by PostgreSQL triggers on Ticket (migration 0008),
+    which append a row per change like TicketFacetDelta's; reading folds them now and then
+    (reviewapp/tickets.py). Field names are Ticket's, so the queue's filters apply to both."""
+
+    state = models.CharField(max_length=10)
+    reason = models.CharField(max_length=60)
+    finding_kind = models.CharField(max_length=60)
+    field = models.TextField()
+    action = models.TextField()
+    sources = models.TextField()
+    unsafe = models.BooleanField()
+    # A plain column to join on: a delta row may outlive every ticket the user held.
+    assignee = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="+",
+    )
+    agent = models.CharField(max_length=200)
+    tickets = models.IntegerField()
+
+    class Meta:
+        # The queue filtered by reason (a reviewer's first filter) reads its combinations only.
+        indexes = [models.Index(fields=["state", "reason"], name="combination_state_reason")]
+
+    def __str__(self) -> str:
+        return f"{self.state} {self.reason} {self.field or self.finding_kind}: {self.tickets:+d}"
+
+
+class AuditEvent(models.Model):
+    """Append-only: the database refuses UPDATE and DELETE (see the migration's triggers)."""
+
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    verb = models.CharField(max_length=40)
+    ticket = models.ForeignKey(
+        Ticket, null=True, blank=True, on_delete=models.PROTECT, related_name="audit_events"
+    )
+    target = models.CharField(max_length=200, blank=True)
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.verb} {self.target}"
+
+
+class TicketComment(models.Model):
+    """Append-only, like the audit trail: the database refuses UPDATE and DELETE."""
+
+    ticket = models.ForeignKey(Ticket, on_delete=models.PROTECT, related_name="comments")
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    text = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"comment on #{self.ticket_id}"
