@@ -8,7 +8,7 @@ in-process with Django's test client, every page once a round for --rounds round
 API-token page (session, user, permissions and one small query: the trivial limit), the
 queue unfiltered and filtered, a ticket page seen before, the first look at a ticket never
 opened (its evidence is read and rendered), and both queues right after a change: a ticket
-is closed or reopened (as a reviewer does, through reviewapp.review.tickets), which renames
+is closed or reopened (as a reviewer does, through reviewapp.review.changes), which renames
 everything the queue caches about tickets, so its counts, rows and families are read and
 rendered again. Prints median and p95 per page; the last line is one JSON object with
 `ratio` = worst p95 of every page but the trivial one / trivial p95, and `goal` (3.0);
@@ -50,7 +50,7 @@ def seed(n: int, first_views: int) -> tuple[dict[str, str], list[str]]:
     """Seed the tickets; return the pages to time by name, and tickets never opened yet."""
     from reviewapp.accounts.roles import REVIEWER
     from reviewapp.models import Ticket, TicketCombinationDelta, TicketFacetDelta
-    from reviewapp.review.tickets import fold_combination_deltas, fold_facet_deltas
+    from reviewapp.review.counts import fold_combination_deltas, fold_facet_deltas
     from tests.seeding import ingest_lines, review_desk_trace, seed_tickets
 
     users = get_user_model()
@@ -112,13 +112,15 @@ def p95(samples: list[float]) -> float:
 def change_a_ticket(ticket_id: int, reviewer, round_number: int) -> None:
     """What a reviewer does all day: close an open ticket, then reopen it."""
     from reviewapp.models import Ticket
-    from reviewapp.review import tickets
+    from reviewapp.review import changes
 
     ticket = Ticket.objects.get(pk=ticket_id)
     if round_number % 2 == 0:
-        tickets.close(ticket, revision=ticket.revision, actor=reviewer, resolution="unexplained")
+        changes.ticket_close(
+            ticket, revision=ticket.revision, actor=reviewer, resolution="unexplained"
+        )
     else:
-        tickets.reopen(ticket, revision=ticket.revision, actor=reviewer)
+        changes.ticket_reopen(ticket, revision=ticket.revision, actor=reviewer)
 
 
 def measure(pages: dict[str, str], unseen: list[str], rounds: int):

@@ -1,4 +1,5 @@
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from django import forms
@@ -170,3 +171,14 @@ class ImportForm(forms.Form):
                 code="too_large",
             )
         return document
+
+
+def parse_selection(values: Iterable[str]) -> dict[int, int]:
+    """Checked rows of the queue, each "id:revision" as it was rendered."""
+    selection = {}
+    for value in values:
+        ticket_id, _, revision = value.partition(":")
+        ticket_id, revision = whole_number(ticket_id), whole_number(revision)
+        if ticket_id is not None and revision is not None:
+            selection[ticket_id] = revision
+    return selection

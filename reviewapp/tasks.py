@@ -13,9 +13,9 @@ def ingest_batch_task(batch_id: int) -> dict[str, int]:
 @app.task(acks_late=True, reject_on_worker_lost=True)
 def label_settled_tickets_task(version_id: int) -> int:
     from reviewapp.models import PolicyVersion
-    from reviewapp.policy.versions import label_settled_tickets
+    from reviewapp.policy.settlements import settlements_label
 
-    return label_settled_tickets(PolicyVersion.objects.get(pk=version_id))
+    return settlements_label(PolicyVersion.objects.get(pk=version_id))
 
 
 @app.task
@@ -26,7 +26,7 @@ def resume_stalled_batches_task() -> int:
 
     from django.conf import settings
 
-    from reviewapp.ingest.pipeline import send_to_worker, stalled_batches
+    from reviewapp.ingest.batches import send_to_worker, stalled_batches
 
     stalled = stalled_batches(
         running=timedelta(seconds=settings.INGEST_STALL_SECONDS),
@@ -49,7 +49,7 @@ def canary_task() -> None:
 
 @app.task
 def fold_kept_counts_task() -> None:
-    """Periodic (beat): fold the queue's kept counts (see reviewapp.review.tickets)."""
-    from reviewapp.review.tickets import fold_kept_counts
+    """Periodic (beat): fold the queue's kept counts (see reviewapp.review.counts)."""
+    from reviewapp.review.counts import fold_kept_counts
 
     fold_kept_counts()

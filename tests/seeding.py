@@ -12,8 +12,8 @@ from django.db.models.functions import Mod
 from django.utils import timezone
 
 from reviewapp.ingest.pipeline import ingest_file
-from reviewapp.judging.store import ticket_key
 from reviewapp.models import IngestBatch, Run, Ticket
+from reviewapp.review.opening import ticket_key
 
 REASONS = ("no-approved-precedence", "partial-result", "identity-mismatch", "review-required")
 FINDING_KINDS = ("missing-prerequisite", "orphan-observation", "tool-outside-allowlist")

@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from reviewapp.ingest.tokens import create_token
 from reviewapp.models import ApiToken, IngestBatch, PolicyVersion, RuleProposal
-from reviewapp.policy.versions import decide, propose, publish
+from reviewapp.policy.versions import policy_version_publish, proposal_create, proposal_decide
 
 pytestmark = pytest.mark.django_db
 ROLES = ["anonymous", "viewer", "reviewer", "approver", "admin_user"]
@@ -24,16 +24,16 @@ def world(second_reviewer, django_user_model):
     from tests.conftest import make_user
 
     outsider = make_user(django_user_model, "olga", "approver")
-    decide(
-        proposal=propose(
+    proposal_decide(
+        proposal=proposal_create(
             user=second_reviewer, kind="require-review", change={"field": "status"}, rationale="x"
         ),
         user=outsider,
         approve=True,
         reason="",
     )
-    version = publish(user=outsider, reason="first")
-    pending = propose(
+    version = policy_version_publish(user=outsider, reason="first")
+    pending = proposal_create(
         user=second_reviewer, kind="require-review", change={"field": "amount"}, rationale="y"
     )
     batch = IngestBatch.objects.create(channel="cli", file_name="t.jsonl", content_sha256="0" * 64)

@@ -13,7 +13,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from reviewapp.ingest import pipeline as ingestion
-from reviewapp.ingest.pipeline import create_batch, ingest_batch, ingest_file, stalled_batches
+from reviewapp.ingest.batches import create_batch, stalled_batches
+from reviewapp.ingest.pipeline import ingest_batch, ingest_file
 from reviewapp.ingest.tokens import create_token
 from reviewapp.models import IngestBatch, Run, Ticket, TraceLine
 

@@ -8,7 +8,8 @@ import pytest
 from django.db import transaction
 
 from reviewapp.ingest import pipeline as ingestion
-from reviewapp.ingest.pipeline import IngestSummary, create_batch, ingest_batch, ingest_file
+from reviewapp.ingest.batches import IngestSummary, create_batch
+from reviewapp.ingest.pipeline import ingest_batch, ingest_file
 from reviewapp.models import IngestBatch, Judgement, Run, Ticket, TraceLine, TraceRecord, Verdict
 
 pytestmark = pytest.mark.django_db
@@ -171,15 +172,15 @@ def test_a_run_whose_lines_are_far_apart_in_a_file_is_judged_on_all_of_them(tmp_
 
 def test_runs_judged_while_ingesting_match_a_judgement_of_their_stored_records(monkeypatch):
     from reviewapp.engine import judge_run
+    from reviewapp.judging.core import stored_runs
     from reviewapp.judging.policies import active_policy
-    from reviewapp.judging.store import stored_engine_records
 
     monkeypatch.setattr(ingestion, "CHUNK_LINES", 7)
     for path in sorted(SPEC.glob("*.jsonl")):
         if not path.name.endswith(".expected.jsonl"):
             ingest_file(path, channel=IngestBatch.Channel.CLI)
     runs = list(Run.objects.select_related("current_judgement"))
-    records = stored_engine_records([run.pk for run in runs])
+    records = {run.pk: run.records for run in stored_runs([run.pk for run in runs])}
     for run in runs:
         expected = judge_run(run.run_id, [r for _, r in records[run.pk]], active_policy().policy)
         stored = run.current_judgement.verdicts.order_by("position")
@@ -191,8 +192,9 @@ def test_runs_judged_while_ingesting_match_a_judgement_of_their_stored_records(m
 
 
 def test_an_older_judgement_never_replaces_a_newer_current_one(tmp_path):
+    from reviewapp.ingest.judge import judge_and_open
+    from reviewapp.judging.core import RunToJudge, stored_runs
     from reviewapp.judging.policies import active_policy
-    from reviewapp.judging.store import RunToJudge, record_judgements, stored_engine_records
 
     ingest(
         tmp_path,
@@ -200,9 +202,9 @@ def test_an_older_judgement_never_replaces_a_newer_current_one(tmp_path):
     )
     run = Run.objects.get()
     current, tickets = run.current_judgement_id, Ticket.objects.count()
-    partial = stored_engine_records([run.pk])[run.pk][:1]
+    partial = stored_runs([run.pk])[0].records[:1]
     with transaction.atomic():
-        record_judgements(
+        judge_and_open(
             [RunToJudge(run.pk, run.run_id, run.agent, partial)],
             active=active_policy(),
             batch=IngestBatch.objects.get(),

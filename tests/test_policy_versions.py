@@ -19,19 +19,21 @@ from reviewapp.models import (
     Ticket,
 )
 from reviewapp.policy.documents import apply_change, describe_rule, diff_documents
+from reviewapp.policy.settlements import (
+    settled_tickets_close,
+    settlement_preview,
+    settlements_label,
+)
 from reviewapp.policy.versions import (
     FourEyesError,
     PolicyWorkError,
-    close_settled,
-    decide,
     draft_document,
-    import_document,
-    label_settled_tickets,
-    preview,
-    propose,
-    publish,
+    policy_document_import,
+    policy_version_publish,
+    proposal_create,
+    proposal_decide,
 )
-from reviewapp.review.tickets import data_stamp
+from reviewapp.review.stamp import data_stamp
 
 pytestmark = pytest.mark.django_db
 SPEC = Path(__file__).resolve().parent / "fixtures" / "spec"
@@ -39,7 +41,7 @@ OWNER = {"field": "status", "source": "refund-service", "unlessValues": ["charge
 
 
 def owner_rule(reviewer, **extra):
-    return propose(
+    return proposal_create(
         user=reviewer,
         kind="authoritative-source",
         change={**OWNER, **extra},
@@ -48,8 +50,8 @@ def owner_rule(reviewer, **extra):
 
 
 def published(reviewer, approver) -> PolicyVersion:
-    decide(proposal=owner_rule(reviewer), user=approver, approve=True, reason="agreed")
-    return publish(user=approver, reason="refund ownership")
+    proposal_decide(proposal=owner_rule(reviewer), user=approver, approve=True, reason="agreed")
+    return policy_version_publish(user=approver, reason="refund ownership")
 
 
 def test_a_proposal_reads_as_a_sentence(reviewer):
@@ -61,14 +63,14 @@ def test_a_proposal_reads_as_a_sentence(reviewer):
 
 
 def test_the_proposer_cannot_approve_their_own_change(reviewer, approver):
-    proposal = propose(
+    proposal = proposal_create(
         user=approver,
         kind="require-review",
         change={"field": "*", "actions": ["ship_goods"]},
         rationale="safety",
     )
     with pytest.raises(FourEyesError):
-        decide(proposal=proposal, user=approver, approve=True, reason="")
+        proposal_decide(proposal=proposal, user=approver, approve=True, reason="")
     assert RuleProposal.objects.get().state == "pending"
 
 
@@ -91,13 +93,15 @@ def test_the_database_refuses_a_self_approval_even_by_direct_insert(reviewer):
 
 def test_a_decision_once_made_cannot_be_changed_or_deleted(reviewer, approver):
     proposal = owner_rule(reviewer)
-    decide(proposal=proposal, user=approver, approve=False, reason="chargebacks need more thought")
+    proposal_decide(
+        proposal=proposal, user=approver, approve=False, reason="chargebacks need more thought"
+    )
     with pytest.raises(DatabaseError), transaction.atomic():
         RuleProposal.objects.filter(pk=proposal.pk).update(state="approved")
     with pytest.raises(DatabaseError), transaction.atomic():
         RuleProposal.objects.filter(pk=proposal.pk).delete()
     with pytest.raises(PolicyWorkError, match="already rejected by abel"):
-        decide(proposal=proposal, user=approver, approve=True, reason="")
+        proposal_decide(proposal=proposal, user=approver, approve=True, reason="")
 
 
 def test_publishing_makes_the_next_numbered_active_version(reviewer, approver):
@@ -106,7 +110,7 @@ def test_publishing_makes_the_next_numbered_active_version(reviewer, approver):
     assert [rule["id"] for rule in version.document["rules"]] == ["refund-service-owns-status"]
     assert RuleProposal.objects.get().published_in == version
     with pytest.raises(PolicyWorkError, match="nothing to publish"):
-        publish(user=approver, reason="again")
+        policy_version_publish(user=approver, reason="again")
 
 
 def test_a_published_version_cannot_be_updated_or_deleted(reviewer, approver):
@@ -150,11 +154,11 @@ def test_open_tickets_a_version_would_settle_are_labelled_not_changed(
 ):
     ingest_file(SPEC / "order-status.jsonl", channel=IngestBatch.Channel.CLI)
     ticket = Ticket.objects.get(run__run_id="stale-search")
-    settled, considered = preview("authoritative-source", OWNER)
+    settled, considered = settlement_preview("authoritative-source", OWNER)
     assert [s.ticket for s in settled] == [ticket] and considered == 4
     version = published(reviewer, approver)
-    assert label_settled_tickets(version) == 1
-    assert label_settled_tickets(version) == 0  # labelling twice adds nothing
+    assert settlements_label(version) == 1
+    assert settlements_label(version) == 0  # labelling twice adds nothing
     label = ProspectiveSettlement.objects.get()
     assert (label.ticket, label.kind, label.rule) == (
         ticket,
@@ -164,7 +168,7 @@ def test_open_tickets_a_version_would_settle_are_labelled_not_changed(
     ticket.refresh_from_db()
     assert ticket.state == "open" and ticket.verdict.kind == "conflict"
     seen = data_stamp()
-    assert close_settled(version=version, actor=second_reviewer, seen=seen).startswith(
+    assert settled_tickets_close(version=version, actor=second_reviewer, seen=seen).startswith(
         "1 ticket closed"
     )
     ticket.refresh_from_db()
@@ -186,11 +190,13 @@ def test_every_step_is_in_the_audit_trail(reviewer, approver):
 
 def test_an_invalid_change_is_refused_with_its_path(reviewer):
     with pytest.raises(ValueError, match=r"rules\[0\]\.source: required"):
-        propose(
+        proposal_create(
             user=reviewer, kind="authoritative-source", change={"field": "status"}, rationale="x"
         )
     with pytest.raises(PolicyWorkError, match="rationale"):
-        propose(user=reviewer, kind="require-review", change={"field": "status"}, rationale=" ")
+        proposal_create(
+            user=reviewer, kind="require-review", change={"field": "status"}, rationale=" "
+        )
 
 
 def test_field_changes_and_a_draft_of_several_approvals(reviewer, approver):
@@ -199,8 +205,8 @@ def test_field_changes_and_a_draft_of_several_approvals(reviewer, approver):
         ("harmless-error", {"field": "status", "code": "AVATAR_UNAVAILABLE"}),
         ("higher-source-revision", {"field": "status", "revisionDomain": "payments"}),
     ):
-        decide(
-            proposal=propose(user=reviewer, kind=kind, change=change, rationale="x"),
+        proposal_decide(
+            proposal=proposal_create(user=reviewer, kind=kind, change=change, rationale="x"),
             user=approver,
             approve=True,
             reason="",
@@ -216,7 +222,7 @@ def test_field_changes_and_a_draft_of_several_approvals(reviewer, approver):
         "field": "status",
         "revisionDomain": "payments",
     }
-    assert publish(user=approver, reason="three changes").document == draft
+    assert policy_version_publish(user=approver, reason="three changes").document == draft
 
 
 def test_export_and_import_round_trip_exactly(reviewer, approver, tmp_path):
@@ -241,7 +247,9 @@ def test_the_command_refuses_self_approval_and_bad_documents(reviewer, approver,
     bad.write_text(json.dumps({"rules": [{"id": "x", "kind": "newest", "field": "status"}]}))
     with pytest.raises(CommandError, match=r'rules\[0\]\.kind: unknown kind "newest"'):
         call_command("policy", "import", str(bad), "--user", "rita", "--rationale", "x")
-    proposal = import_document(user=approver, document={"fields": {"status": {}}}, rationale="x")
+    proposal = policy_document_import(
+        user=approver, document={"fields": {"status": {}}}, rationale="x"
+    )
     with pytest.raises(CommandError, match="someone else must approve"):
         call_command("policy", "approve", str(proposal.pk), "--user", "abel")
     with pytest.raises(CommandError, match="may not do this"):

@@ -10,7 +10,7 @@ from django.utils.html import escape
 
 from reviewapp.ingest.pipeline import ingest_file
 from reviewapp.models import PolicyVersion, RuleProposal, Ticket
-from reviewapp.policy.versions import decide, propose, publish
+from reviewapp.policy.versions import policy_version_publish, proposal_create, proposal_decide
 
 pytestmark = pytest.mark.django_db
 FORM = {
@@ -59,7 +59,7 @@ def test_a_proposal_form_is_prefilled_from_a_ticket(client, reviewer):
 
 
 def test_the_proposer_gets_403_when_approving_their_own(client, approver):
-    proposal = propose(
+    proposal = proposal_create(
         user=approver, kind="require-review", change={"field": "status"}, rationale="x"
     )
     client.force_login(approver)
@@ -69,7 +69,7 @@ def test_the_proposer_gets_403_when_approving_their_own(client, approver):
 
 
 def test_a_reviewer_may_not_approve_or_publish(client, reviewer, second_reviewer):
-    proposal = propose(
+    proposal = proposal_create(
         user=second_reviewer, kind="require-review", change={"field": "status"}, rationale="x"
     )
     client.force_login(reviewer)
@@ -84,7 +84,7 @@ def test_a_reviewer_may_not_approve_or_publish(client, reviewer, second_reviewer
 
 
 def test_an_approver_approves_and_publishes(client, reviewer, approver):
-    proposal = propose(
+    proposal = proposal_create(
         user=reviewer,
         kind="require-review",
         change={"field": "*", "actions": ["ship_goods"]},
@@ -104,15 +104,15 @@ def test_an_approver_approves_and_publishes(client, reviewer, approver):
 
 
 def test_versions_are_readable_exportable_and_diffable(client, viewer, reviewer, approver):
-    decide(
-        proposal=propose(
+    proposal_decide(
+        proposal=proposal_create(
             user=reviewer, kind="require-review", change={"field": "status"}, rationale="x"
         ),
         user=approver,
         approve=True,
         reason="",
     )
-    publish(user=approver, reason="first")
+    policy_version_publish(user=approver, reason="first")
     client.force_login(viewer)
     page = client.get(reverse("policy-version", args=[1])).content.decode()
     assert (
@@ -147,7 +147,7 @@ def test_viewers_read_policy_but_cannot_propose(client, viewer):
 def test_a_ticket_offers_a_proposal_and_shows_a_newer_version_would_settle_it(
     client, reviewer, approver, viewer
 ):
-    from reviewapp.policy.versions import label_settled_tickets
+    from reviewapp.policy.settlements import settlements_label
 
     ingest_file(Path(__file__).parent / "fixtures" / "spec" / "order-status.jsonl", channel="cli")
     ticket = Ticket.objects.get(run__run_id="stale-search")
@@ -155,13 +155,15 @@ def test_a_ticket_offers_a_proposal_and_shows_a_newer_version_would_settle_it(
     page = client.get(reverse("ticket-detail", args=[ticket.pk])).content.decode()
     assert f'href="/policy/propose/?ticket={ticket.pk}"' in page and "Would be resolved" not in page
     change = {"field": "status", "source": "refund-service"}
-    decide(
-        proposal=propose(user=reviewer, kind="authoritative-source", change=change, rationale="x"),
+    proposal_decide(
+        proposal=proposal_create(
+            user=reviewer, kind="authoritative-source", change=change, rationale="x"
+        ),
         user=approver,
         approve=True,
         reason="",
     )
-    label_settled_tickets(publish(user=approver, reason="owners"))
+    settlements_label(policy_version_publish(user=approver, reason="owners"))
     page = client.get(reverse("ticket-detail", args=[ticket.pk])).content.decode()
     assert "Would be resolved under" in page and "by refund-service-owns-status" in page
     client.force_login(viewer)

@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 
 from reviewapp.models import AuditEvent, Ticket, TraceLine
-from reviewapp.review import tickets
+from reviewapp.review import changes, related
 from tests.seeding import ingest_lines, review_desk_trace
 
 pytestmark = pytest.mark.django_db
@@ -196,14 +196,14 @@ def test_related_tickets_show_the_newest_of_the_family_and_tell_when_there_are_m
         )
     stale = desk["run-stale"]
     copies = Ticket.objects.filter(run__run_id__endswith="-run-stale", kind="conflict")
-    related = tickets.related_tickets(stale, shown=1)
+    around = related.related_tickets(stale, shown=1)
     # One more than shown, newest first: the page says there are more.
-    assert [row["pk"] for row in related.family] == list(
+    assert [row["pk"] for row in around.family] == list(
         copies.order_by("-created_at", "-id").values_list("pk", flat=True)[:2]
     )
-    assert related.family[0]["run__run_id"].endswith("-run-stale")
+    assert around.family[0]["run__run_id"].endswith("-run-stale")
     same_run = Ticket.objects.filter(run=stale.run).exclude(pk=stale.pk).order_by("pk")
-    assert [row["pk"] for row in related.same_run] == [same_run[0].pk]
+    assert [row["pk"] for row in around.same_run] == [same_run[0].pk]
 
 
 def test_a_ticket_says_when_its_run_was_judged_again_since(client, viewer, tmp_path):
@@ -300,7 +300,7 @@ def test_an_htmx_post_returns_the_work_panel_with_its_message(client, reviewer, 
 
 def test_the_loser_of_a_race_sees_who_won(client, reviewer, second_reviewer, desk):
     ticket = desk["run-stale"]
-    tickets.claim(ticket, revision=1, actor=second_reviewer)
+    changes.ticket_claim(ticket, revision=1, actor=second_reviewer)
     client.force_login(reviewer)
     body = client.post(
         reverse("ticket-close", args=[ticket.pk]),
@@ -390,7 +390,7 @@ def test_the_cached_queue_shows_every_change_at_once(client, reviewer, second_re
     client.force_login(reviewer)
     url = reverse("ticket-queue")
     assert "<td>ravi</td>" not in client.get(url).content.decode()
-    tickets.claim(desk["run-partial"], revision=1, actor=second_reviewer)
+    changes.ticket_claim(desk["run-partial"], revision=1, actor=second_reviewer)
     row = re.search(
         rf'<tr data-ticket-url="/tickets/{desk["run-partial"].pk}/".*?</tr>',
         client.get(url).content.decode(),

@@ -9,6 +9,7 @@ import pytest
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
+from reviewapp import forms
 from reviewapp.models import (
     AuditEvent,
     Ticket,
@@ -16,7 +17,7 @@ from reviewapp.models import (
     TicketComment,
     TicketFacetDelta,
 )
-from reviewapp.review import tickets
+from reviewapp.review import changes, counts, errors, queue, stamp
 from tests.seeding import ingest_lines, review_desk_trace, seed_tickets
 
 pytestmark = pytest.mark.django_db
@@ -78,15 +79,15 @@ FILTER_CASES = [
 
 @pytest.mark.parametrize(("params", "expected"), FILTER_CASES)
 def test_every_filter_selects_exactly_its_tickets(seeded, reviewer, params, expected):
-    filters = tickets.queue_filters(params)
-    chosen = ids(tickets.filtered_tickets(filters, reviewer))
+    filters = queue.queue_filters(params)
+    chosen = ids(queue.filtered_tickets(filters, reviewer))
     assert chosen == {t.pk for t in seeded if expected(t)}
     assert chosen  # the seeded data has some of each
 
 
 def test_assigned_to_me_is_the_signed_in_reviewers_queue(seeded, reviewer, second_reviewer):
-    mine = tickets.filtered_tickets(tickets.queue_filters({"assignee": "me"}), reviewer)
-    theirs = tickets.filtered_tickets(tickets.queue_filters({"assignee": "me"}), second_reviewer)
+    mine = queue.filtered_tickets(queue.queue_filters({"assignee": "me"}), reviewer)
+    theirs = queue.filtered_tickets(queue.queue_filters({"assignee": "me"}), second_reviewer)
     assert ids(mine) == {t.pk for t in seeded if t.state == "open" and t.assignee_id == reviewer.pk}
     assert ids(mine) and not ids(mine) & ids(theirs)
 
@@ -95,7 +96,7 @@ def test_a_source_matches_whole_names_only(reviewer, desk):
     Ticket.objects.filter(pk=desk["run-partial"].pk).update(
         sources="order-ledger-replica,refund-service"
     )
-    found = tickets.filtered_tickets(tickets.queue_filters({"source": "order-ledger"}), reviewer)
+    found = queue.filtered_tickets(queue.queue_filters({"source": "order-ledger"}), reviewer)
     assert ids(found) == {desk["run-mismatch"].pk}
 
 
@@ -106,7 +107,7 @@ def test_a_date_range_includes_both_days(desk, reviewer):
 
     def between(start, end):
         params = {"created_from": start.isoformat(), "created_to": end.isoformat()}
-        return ids(tickets.filtered_tickets(tickets.queue_filters(params), reviewer))
+        return ids(queue.filtered_tickets(queue.queue_filters(params), reviewer))
 
     assert between(today, today) == ids(Ticket.objects.exclude(pk=old.pk))
     assert between(today - timedelta(days=3), today - timedelta(days=3)) == {old.pk}
@@ -114,7 +115,7 @@ def test_a_date_range_includes_both_days(desk, reviewer):
 
 
 def test_values_the_queue_cannot_understand_are_ignored():
-    filters = tickets.queue_filters(
+    filters = queue.queue_filters(
         {
             "created_from": "yesterday",
             "sort": "random()",
@@ -123,20 +124,20 @@ def test_values_the_queue_cannot_understand_are_ignored():
             "reason": " partial-result ",
         }
     )
-    assert filters == tickets.QueueFilters(reason="partial-result")
+    assert filters == queue.QueueFilters(reason="partial-result")
 
 
 def test_filters_survive_the_round_trip_through_the_url():
-    filters = tickets.QueueFilters(
+    filters = queue.QueueFilters(
         state="", reason="r", unsafe="yes", assignee="me", sort="oldest", group="family"
     )
-    assert tickets.queue_filters(filters.as_params()) == filters
-    assert tickets.QueueFilters().as_params() == {}
+    assert queue.queue_filters(filters.as_params()) == filters
+    assert queue.QueueFilters().as_params() == {}
 
 
-@pytest.mark.parametrize("sort", list(tickets.SORTS))
+@pytest.mark.parametrize("sort", list(queue.SORTS))
 def test_each_sort_orders_the_page(seeded, reviewer, sort):
-    page = tickets.queue_page(tickets.QueueFilters(sort=sort), reviewer, number=1, per_page=400)
+    page = queue.queue_page(queue.QueueFilters(sort=sort), reviewer, number=1, per_page=400)
     key = {
         "newest": lambda t: (-t.created_at.timestamp(), -t.pk),
         "oldest": lambda t: (t.created_at.timestamp(), t.pk),
@@ -149,8 +150,8 @@ def test_each_sort_orders_the_page(seeded, reviewer, sort):
 
 
 def test_pages_do_not_overlap(seeded, reviewer):
-    first = tickets.queue_page(tickets.QueueFilters(), reviewer, number=1, per_page=50)
-    second = tickets.queue_page(tickets.QueueFilters(), reviewer, number=2, per_page=50)
+    first = queue.queue_page(queue.QueueFilters(), reviewer, number=1, per_page=50)
+    second = queue.queue_page(queue.QueueFilters(), reviewer, number=2, per_page=50)
     assert len(first) == len(second) == 50
     assert not {t.pk for t in first} & {t.pk for t in second}
 
@@ -160,9 +161,9 @@ def test_pages_do_not_overlap(seeded, reviewer):
     [{}, {"reason": "partial-result", "unsafe": "yes"}, {"state": "any", "assignee": "me"}],
 )
 def test_counts_per_filter_value_match_the_filtered_tickets(seeded, reviewer, params):
-    filters = tickets.queue_filters(params)
-    chosen = [t for t in seeded if t.pk in ids(tickets.filtered_tickets(filters, reviewer))]
-    facets = tickets.facet_counts(filters, reviewer)
+    filters = queue.queue_filters(params)
+    chosen = [t for t in seeded if t.pk in ids(queue.filtered_tickets(filters, reviewer))]
+    facets = counts.facet_counts(filters, reviewer)
     assert facets.total == len(chosen)
     assert dict(facets.values("reason")) == Counter(t.reason for t in chosen)
     assert dict(facets.values("field")) == Counter(t.field for t in chosen)
@@ -178,49 +179,49 @@ def test_counts_per_filter_value_match_the_filtered_tickets(seeded, reviewer, pa
 
 def test_both_spellings_of_the_count_agree(seeded, reviewer, monkeypatch):
     """PostgreSQL counts with GROUPING SETS; the portable spelling must give the same."""
-    filters = tickets.queue_filters({"state": "any", "unsafe": "yes"})
-    chosen = tickets.filtered_tickets(filters, reviewer)
-    grouped = sorted(tickets._facet_rows(chosen), key=str)
+    filters = queue.queue_filters({"state": "any", "unsafe": "yes"})
+    chosen = queue.filtered_tickets(filters, reviewer)
+    grouped = sorted(counts._facet_rows(chosen), key=str)
     monkeypatch.setattr(connection, "vendor", "portable")
-    assert sorted(tickets._facet_rows(chosen), key=str) == grouped
-    assert {index for index, _, _ in grouped} == set(range(len(tickets.FACETS)))
+    assert sorted(counts._facet_rows(chosen), key=str) == grouped
+    assert {index for index, _, _ in grouped} == set(range(len(queue.FACETS)))
 
 
 def test_counts_follow_every_change_at_once(desk, reviewer):
-    before = tickets.facet_counts(tickets.QueueFilters(), reviewer)
+    before = counts.facet_counts(queue.QueueFilters(), reviewer)
     assert before.total == 4
-    tickets.close(desk["run-stale"], revision=1, actor=reviewer, resolution="unexplained")
-    after = tickets.facet_counts(tickets.QueueFilters(), reviewer)
+    changes.ticket_close(desk["run-stale"], revision=1, actor=reviewer, resolution="unexplained")
+    after = counts.facet_counts(queue.QueueFilters(), reviewer)
     assert after.total == 3
     assert "no-approved-precedence" not in dict(after.values("reason"))
 
 
 def test_counts_include_tickets_opened_since(desk, reviewer, tmp_path):
-    assert tickets.facet_counts(tickets.QueueFilters(), reviewer).total == 4
+    assert counts.facet_counts(queue.QueueFilters(), reviewer).total == 4
     more = [line.replace('"run-', '"again-run-') for line in review_desk_trace()]
     ingest_lines(tmp_path, more, "more.jsonl")
-    assert tickets.facet_counts(tickets.QueueFilters(), reviewer).total == 8
+    assert counts.facet_counts(queue.QueueFilters(), reviewer).total == 8
 
 
 def kept_and_counted(state: str, user) -> tuple[dict, dict]:
     """The counts PostgreSQL keeps for the queue filtered by `state`, beside the same counts
     made by reading the tickets."""
-    filters = tickets.QueueFilters(state=state)
-    assert tickets._counted_by_the_database(filters)
-    kept = tickets._kept_facets(state).counts
-    counted = tickets._count_facets(tickets.filtered_tickets(filters, user)).counts
+    filters = queue.QueueFilters(state=state)
+    assert counts._counted_by_the_database(filters)
+    kept = counts._kept_facets(state).counts
+    counted = counts._count_facets(queue.filtered_tickets(filters, user)).counts
     return kept, counted
 
 
 def change_tickets_every_way(seeded, desk, reviewer, second_reviewer, tmp_path) -> None:
     """Ingested tickets arrive by COPY, seeded ones by INSERT: change some of each in every
     way a reviewer can (claim, close, bulk assign and close, reopen), then ingest more."""
-    tickets.claim(desk["run-stale"], revision=1, actor=reviewer)
-    tickets.close(desk["run-partial"], revision=1, actor=reviewer, resolution="unexplained")
+    changes.ticket_claim(desk["run-stale"], revision=1, actor=reviewer)
+    changes.ticket_close(desk["run-partial"], revision=1, actor=reviewer, resolution="unexplained")
     open_seeded = {t.pk: t.revision for t in seeded if t.state == "open"}
     some = dict(list(open_seeded.items())[:30])
-    tickets.assign_many(some, actor=reviewer, assignee=second_reviewer)
-    closed = tickets.close_many(
+    changes.tickets_assign(some, actor=reviewer, assignee=second_reviewer)
+    closed = changes.tickets_close(
         dict(Ticket.objects.filter(pk__in=some).values_list("pk", "revision")),
         actor=reviewer,
         resolution="explained",
@@ -228,7 +229,7 @@ def change_tickets_every_way(seeded, desk, reviewer, second_reviewer, tmp_path) 
     )
     assert len(closed.changed) == 30
     reopened = Ticket.objects.filter(state="closed").order_by("pk").first()
-    tickets.reopen(reopened, revision=reopened.revision, actor=second_reviewer)
+    changes.ticket_reopen(reopened, revision=reopened.revision, actor=second_reviewer)
     ingest_lines(tmp_path, [line.replace('"run-', '"more-run-') for line in review_desk_trace()])
 
 
@@ -244,7 +245,7 @@ def test_the_kept_counts_follow_ingests_and_every_kind_of_change(
 
 def test_folding_the_kept_counts_changes_none_of_them(seeded, reviewer):
     before = kept_and_counted("open", reviewer)[0]
-    tickets.fold_facet_deltas()
+    counts.fold_facet_deltas()
     assert kept_and_counted("open", reviewer)[0] == before
     rows = TicketFacetDelta.objects.values_list("state", "dimension", "value")
     assert len(rows) == len(set(rows)), "one row per value once folded"
@@ -263,10 +264,10 @@ COMBINED_FILTERS = [
 def combined_and_counted(params: dict, user) -> tuple[dict, dict]:
     """The counts within these filters summed from the combinations PostgreSQL keeps,
     beside the same counts made by reading the tickets."""
-    filters = tickets.queue_filters(params)
-    assert tickets._combinations_kept_by_the_database(filters)
-    combined = tickets._combined_facets(filters, user).counts
-    counted = tickets._count_facets(tickets.filtered_tickets(filters, user)).counts
+    filters = queue.queue_filters(params)
+    assert counts._combinations_kept_by_the_database(filters)
+    combined = counts._combined_facets(filters, user).counts
+    counted = counts._count_facets(queue.filtered_tickets(filters, user)).counts
     return combined, counted
 
 
@@ -287,7 +288,7 @@ def test_folding_the_kept_combinations_changes_none_of_them(
 ):
     change_tickets_every_way(seeded, desk, reviewer, second_reviewer, tmp_path)
     before = [combined_and_counted(params, reviewer)[0] for params in COMBINED_FILTERS]
-    tickets.fold_combination_deltas()
+    counts.fold_combination_deltas()
     assert [combined_and_counted(params, reviewer)[0] for params in COMBINED_FILTERS] == before
     assert not TicketCombinationDelta.objects.filter(tickets__lte=0).exists()
     rows = TicketCombinationDelta.objects.values_list(
@@ -322,8 +323,8 @@ def test_beat_folds_the_kept_counts_every_minute(
 
 
 def test_reading_many_unfolded_combinations_folds_them(seeded, reviewer, monkeypatch):
-    monkeypatch.setattr(tickets, "FOLD_COMBINATION_ROWS_AFTER", 0)
-    tickets.assign_many(
+    monkeypatch.setattr(counts, "FOLD_COMBINATION_ROWS_AFTER", 0)
+    changes.tickets_assign(
         {t.pk: t.revision for t in seeded if t.state == "open"}, actor=reviewer, assignee=None
     )
     assert TicketCombinationDelta.objects.filter(tickets__lt=0).exists()
@@ -333,9 +334,9 @@ def test_reading_many_unfolded_combinations_folds_them(seeded, reviewer, monkeyp
 
 
 def test_families_are_counted_largest_first(seeded, reviewer):
-    filters = tickets.QueueFilters()
-    version = tickets.queue_version(filters, reviewer)
-    found = tickets.families(filters, reviewer, limit=500, version=version)
+    filters = queue.QueueFilters()
+    version = queue.queue_version(filters, reviewer)
+    found = queue.families(filters, reviewer, limit=500, version=version)
     expected = Counter(t.fingerprint for t in seeded if t.state == "open")
     assert {f.fingerprint: f.size for f in found} == expected
     assert [f.size for f in found] == sorted((f.size for f in found), reverse=True)
@@ -347,7 +348,7 @@ def test_families_are_counted_largest_first(seeded, reviewer):
 
 
 def test_claiming_holds_the_ticket_and_is_audited(desk, reviewer):
-    ticket = tickets.claim(desk["run-stale"], revision=1, actor=reviewer)
+    ticket = changes.ticket_claim(desk["run-stale"], revision=1, actor=reviewer)
     assert (ticket.assignee, ticket.revision) == (reviewer, 2)
     event = AuditEvent.objects.get(ticket=ticket)
     assert (event.actor, event.verb) == (reviewer, "claimed")
@@ -372,11 +373,11 @@ def test_claiming_holds_the_ticket_and_is_audited(desk, reviewer):
 
 def test_a_stale_change_loses_and_says_who_did_what(desk, reviewer, second_reviewer):
     ticket = desk["run-stale"]
-    tickets.claim(ticket, revision=1, actor=second_reviewer)
-    with pytest.raises(tickets.TicketConflict) as lost:
-        tickets.close(ticket, revision=1, actor=reviewer, resolution="unexplained")
+    changes.ticket_claim(ticket, revision=1, actor=second_reviewer)
+    with pytest.raises(changes.StaleChangeError) as lost:
+        changes.ticket_close(ticket, revision=1, actor=reviewer, resolution="unexplained")
     assert "ravi claimed it" in str(lost.value) and "revision 2" in str(lost.value)
-    assert lost.value.conflict.last_event.actor == second_reviewer
+    assert lost.value.stale.last_event.actor == second_reviewer
     ticket.refresh_from_db()
     assert (ticket.state, ticket.assignee, ticket.revision) == ("open", second_reviewer, 2)
     assert AuditEvent.objects.filter(ticket=ticket).count() == 1
@@ -386,16 +387,16 @@ def test_the_loser_hears_of_the_change_that_won_not_of_a_comment_since(
     desk, reviewer, second_reviewer
 ):
     ticket = desk["run-stale"]
-    tickets.close(ticket, revision=1, actor=second_reviewer, resolution="unexplained")
-    tickets.add_comment(ticket, actor=second_reviewer, text="closing: known lag")
-    with pytest.raises(tickets.TicketConflict, match="ravi closed it as unexplained"):
-        tickets.claim(ticket, revision=1, actor=reviewer)
+    changes.ticket_close(ticket, revision=1, actor=second_reviewer, resolution="unexplained")
+    changes.ticket_comment(ticket, actor=second_reviewer, text="closing: known lag")
+    with pytest.raises(changes.StaleChangeError, match="ravi closed it as unexplained"):
+        changes.ticket_claim(ticket, revision=1, actor=reviewer)
 
 
 def test_claiming_a_ticket_someone_holds_is_refused(desk, reviewer, second_reviewer):
-    tickets.claim(desk["run-stale"], revision=1, actor=second_reviewer)
-    with pytest.raises(tickets.TicketActionError, match="ravi holds this ticket"):
-        tickets.claim(desk["run-stale"], revision=2, actor=reviewer)
+    changes.ticket_claim(desk["run-stale"], revision=1, actor=second_reviewer)
+    with pytest.raises(errors.TicketActionError, match="ravi holds this ticket"):
+        changes.ticket_claim(desk["run-stale"], revision=2, actor=reviewer)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -409,20 +410,22 @@ def test_two_reviewers_at_once_exactly_one_wins(tmp_path, reviewer, second_revie
         try:
             barrier.wait()
             results[user.username] = change(user)
-        except tickets.TicketConflict as conflict:
-            results[user.username] = conflict
+        except changes.StaleChangeError as stale:
+            results[user.username] = stale
         finally:
             connection.close()
 
     workers = [
         threading.Thread(
-            target=act, args=(reviewer, lambda u: tickets.claim(ticket, revision=1, actor=u))
+            target=act, args=(reviewer, lambda u: changes.ticket_claim(ticket, revision=1, actor=u))
         ),
         threading.Thread(
             target=act,
             args=(
                 second_reviewer,
-                lambda u: tickets.close(ticket, revision=1, actor=u, resolution="unexplained"),
+                lambda u: changes.ticket_close(
+                    ticket, revision=1, actor=u, resolution="unexplained"
+                ),
             ),
         ),
     ]
@@ -430,13 +433,13 @@ def test_two_reviewers_at_once_exactly_one_wins(tmp_path, reviewer, second_revie
         worker.start()
     for worker in workers:
         worker.join(10)
-    lost = [r for r in results.values() if isinstance(r, tickets.TicketConflict)]
+    lost = [r for r in results.values() if isinstance(r, changes.StaleChangeError)]
     won = [r for r in results.values() if isinstance(r, Ticket)]
     assert len(won) == 1 and len(lost) == 1
     ticket.refresh_from_db()
     assert ticket.revision == 2
     winner = AuditEvent.objects.get(ticket=ticket)
-    assert lost[0].conflict.last_event == winner
+    assert lost[0].stale.last_event == winner
     assert winner.actor.username in str(lost[0])
 
 
@@ -447,11 +450,11 @@ def test_a_change_that_wins_between_read_and_write_makes_the_guarded_update_fail
     """The race the revision guard exists for: both read revision 1, the other writes first."""
     ingest_lines(tmp_path, review_desk_trace())
     ticket = Ticket.objects.get(run__run_id="run-stale", kind="conflict")
-    check_open = tickets._require_open
+    check_open = changes._require_open
 
     def claim():
         monkeypatch.undo()  # the other reviewer's claim runs unhindered
-        tickets.claim(ticket, revision=1, actor=second_reviewer)
+        changes.ticket_claim(ticket, revision=1, actor=second_reviewer)
         connection.close()
 
     def someone_else_claims_first(current):
@@ -460,9 +463,9 @@ def test_a_change_that_wins_between_read_and_write_makes_the_guarded_update_fail
         other.join(10)
         return check_open(current)
 
-    monkeypatch.setattr(tickets, "_require_open", someone_else_claims_first)
-    with pytest.raises(tickets.TicketConflict, match="ravi claimed it"):
-        tickets.close(ticket, revision=1, actor=reviewer, resolution="unexplained")
+    monkeypatch.setattr(changes, "_require_open", someone_else_claims_first)
+    with pytest.raises(changes.StaleChangeError, match="ravi claimed it"):
+        changes.ticket_close(ticket, revision=1, actor=reviewer, resolution="unexplained")
     ticket.refresh_from_db()
     assert (ticket.state, ticket.assignee, ticket.revision) == ("open", second_reviewer, 2)
     assert list(AuditEvent.objects.values_list("verb", flat=True)) == ["claimed"]
@@ -470,10 +473,10 @@ def test_a_change_that_wins_between_read_and_write_makes_the_guarded_update_fail
 
 def test_explained_needs_a_cause_and_other_needs_words(desk, reviewer):
     ticket = desk["run-stale"]
-    with pytest.raises(tickets.TicketActionError, match="needs one of the causes offered"):
-        tickets.close(ticket, revision=1, actor=reviewer, resolution="explained")
-    with pytest.raises(tickets.TicketActionError, match="needs a few words"):
-        tickets.close(
+    with pytest.raises(errors.TicketActionError, match="needs one of the causes offered"):
+        changes.ticket_close(ticket, revision=1, actor=reviewer, resolution="explained")
+    with pytest.raises(errors.TicketActionError, match="needs a few words"):
+        changes.ticket_close(
             ticket,
             revision=1,
             actor=reviewer,
@@ -481,12 +484,14 @@ def test_explained_needs_a_cause_and_other_needs_words(desk, reviewer):
             cause="other",
             cause_text="  ",
         )
-    with pytest.raises(tickets.TicketActionError, match="needs one of the causes offered"):
-        tickets.close(ticket, revision=1, actor=reviewer, resolution="explained", cause="clocks")
-    with pytest.raises(tickets.TicketActionError, match="explained or unexplained"):
-        tickets.close(ticket, revision=1, actor=reviewer, resolution="fixed")
+    with pytest.raises(errors.TicketActionError, match="needs one of the causes offered"):
+        changes.ticket_close(
+            ticket, revision=1, actor=reviewer, resolution="explained", cause="clocks"
+        )
+    with pytest.raises(errors.TicketActionError, match="explained or unexplained"):
+        changes.ticket_close(ticket, revision=1, actor=reviewer, resolution="fixed")
     assert not AuditEvent.objects.exists()
-    closed = tickets.close(
+    closed = changes.ticket_close(
         ticket,
         revision=1,
         actor=reviewer,
@@ -504,19 +509,19 @@ def test_explained_needs_a_cause_and_other_needs_words(desk, reviewer):
 
 
 def test_unexplained_keeps_no_cause_and_a_closed_ticket_cannot_close_again(desk, reviewer):
-    closed = tickets.close(
+    closed = changes.ticket_close(
         desk["run-stale"], revision=1, actor=reviewer, resolution="unexplained", cause="replica-lag"
     )
     assert (closed.resolution, closed.cause) == ("unexplained", "")
-    with pytest.raises(tickets.TicketActionError, match="closed"):
-        tickets.close(closed, revision=2, actor=reviewer, resolution="unexplained")
+    with pytest.raises(errors.TicketActionError, match="closed"):
+        changes.ticket_close(closed, revision=2, actor=reviewer, resolution="unexplained")
 
 
 def test_reopening_clears_the_closure_and_the_trail_keeps_it(desk, reviewer):
-    closed = tickets.close(
+    closed = changes.ticket_close(
         desk["run-stale"], revision=1, actor=reviewer, resolution="explained", cause="replica-lag"
     )
-    reopened = tickets.reopen(closed, revision=2, actor=reviewer)
+    reopened = changes.ticket_reopen(closed, revision=2, actor=reviewer)
     assert (
         reopened.state,
         reopened.resolution,
@@ -529,23 +534,23 @@ def test_reopening_clears_the_closure_and_the_trail_keeps_it(desk, reviewer):
     assert (
         trail[1].data["before"]["cause"] == "replica-lag" and trail[1].data["after"]["cause"] == ""
     )
-    assert tickets.describe(trail[0]) == "closed it as explained (replica lag)"
-    with pytest.raises(tickets.TicketActionError, match="already open"):
-        tickets.reopen(reopened, revision=3, actor=reviewer)
+    assert changes.describe(trail[0]) == "closed it as explained (replica lag)"
+    with pytest.raises(errors.TicketActionError, match="already open"):
+        changes.ticket_reopen(reopened, revision=3, actor=reviewer)
 
 
 def test_assigning_to_someone_who_may_not_work_tickets_is_refused(
     desk, reviewer, viewer, second_reviewer
 ):
-    with pytest.raises(tickets.TicketActionError, match="vera may not work tickets"):
-        tickets.assign(desk["run-stale"], revision=1, actor=reviewer, assignee=viewer)
-    assigned = tickets.assign(
+    with pytest.raises(errors.TicketActionError, match="vera may not work tickets"):
+        changes.ticket_assign(desk["run-stale"], revision=1, actor=reviewer, assignee=viewer)
+    assigned = changes.ticket_assign(
         desk["run-stale"], revision=1, actor=reviewer, assignee=second_reviewer
     )
     assert assigned.assignee == second_reviewer
-    unassigned = tickets.assign(assigned, revision=2, actor=reviewer, assignee=None)
+    unassigned = changes.ticket_assign(assigned, revision=2, actor=reviewer, assignee=None)
     assert unassigned.assignee is None
-    assert [tickets.describe(e) for e in AuditEvent.objects.order_by("id")] == [
+    assert [changes.describe(e) for e in AuditEvent.objects.order_by("id")] == [
         "assigned it to ravi",
         "unassigned it",
     ]
@@ -553,13 +558,15 @@ def test_assigning_to_someone_who_may_not_work_tickets_is_refused(
 
 def test_bulk_changes_skip_and_report_what_moved_meanwhile(desk, reviewer, second_reviewer):
     stale, mismatch, partial = desk["run-stale"], desk["run-mismatch"], desk["run-partial"]
-    tickets.claim(mismatch, revision=1, actor=second_reviewer)  # after the queue was rendered
-    tickets.close(partial, revision=1, actor=second_reviewer, resolution="unexplained")
-    outcome = tickets.assign_many(
+    changes.ticket_claim(
+        mismatch, revision=1, actor=second_reviewer
+    )  # after the queue was rendered
+    changes.ticket_close(partial, revision=1, actor=second_reviewer, resolution="unexplained")
+    outcome = changes.tickets_assign(
         {stale.pk: 1, mismatch.pk: 1, partial.pk: 2}, actor=reviewer, assignee=reviewer
     )
     assert outcome.changed == sorted([stale.pk, partial.pk])
-    assert [c.ticket.pk for c in outcome.conflicts] == [mismatch.pk]
+    assert [c.ticket.pk for c in outcome.stale] == [mismatch.pk]
     mismatch.refresh_from_db()
     assert mismatch.assignee == second_reviewer
     assert (
@@ -576,9 +583,9 @@ def test_bulk_close_of_a_whole_family_leaves_closed_tickets_alone(seeded, review
     members = [t for t in seeded if t.fingerprint == family]
     open_ones = {t.pk for t in members if t.state == "open"}
     assert open_ones and len(open_ones) < len(members)
-    expected = tickets.family_revisions(family, tickets.data_stamp())
+    expected = changes.family_revisions(family, stamp.data_stamp())
     assert set(expected) == open_ones
-    outcome = tickets.close_many(
+    outcome = changes.tickets_close(
         expected, actor=reviewer, resolution="explained", cause="normalization"
     )
     assert set(outcome.changed) == open_ones
@@ -594,15 +601,15 @@ def test_a_whole_family_change_reports_tickets_changed_since_the_page_was_seen(
     family, size = Counter(t.fingerprint for t in seeded if t.state == "open").most_common(1)[0]
     open_ones = Ticket.objects.filter(fingerprint=family, state="open").order_by("pk")
     assert open_ones.count() == size >= 2
-    seen = tickets.data_stamp()  # the page as the reviewer loaded it
+    seen = stamp.data_stamp()  # the page as the reviewer loaded it
     claimed = open_ones[0]
-    tickets.claim(claimed, revision=claimed.revision, actor=second_reviewer)
-    tickets.add_comment(open_ones[1], actor=second_reviewer, text="a comment changes nothing")
-    outcome = tickets.assign_many(
-        tickets.family_revisions(family, seen), actor=reviewer, assignee=reviewer
+    changes.ticket_claim(claimed, revision=claimed.revision, actor=second_reviewer)
+    changes.ticket_comment(open_ones[1], actor=second_reviewer, text="a comment changes nothing")
+    outcome = changes.tickets_assign(
+        changes.family_revisions(family, seen), actor=reviewer, assignee=reviewer
     )
     assert claimed.pk not in outcome.changed
-    assert [c.ticket.pk for c in outcome.conflicts] == [claimed.pk]
+    assert [c.ticket.pk for c in outcome.stale] == [claimed.pk]
     claimed.refresh_from_db()
     assert claimed.assignee == second_reviewer  # not silently taken over
     assert open_ones[1].pk in outcome.changed
@@ -610,25 +617,25 @@ def test_a_whole_family_change_reports_tickets_changed_since_the_page_was_seen(
 
 def test_tickets_opened_after_the_page_was_seen_are_left_out(desk, reviewer, tmp_path):
     family = desk["run-stale"].fingerprint
-    seen = tickets.data_stamp()
+    seen = stamp.data_stamp()
     ingest_lines(tmp_path, [line.replace('"run-', '"later-run-') for line in review_desk_trace()])
     later = Ticket.objects.get(run__run_id="later-run-stale", kind="conflict")
     assert later.fingerprint == family
-    assert later.pk not in tickets.family_revisions(family, seen)
-    assert later.pk in tickets.family_revisions(family, tickets.data_stamp())
+    assert later.pk not in changes.family_revisions(family, seen)
+    assert later.pk in changes.family_revisions(family, stamp.data_stamp())
 
 
 def test_a_damaged_page_stamp_is_refused():
     for text in ("", "1-2-3", "1-2-x-4", "١-2-3-4", "1-2-3-4-5"):
-        with pytest.raises(tickets.TicketActionError):
-            tickets.DataStamp.from_text(text)
-    assert tickets.DataStamp.from_text("7-8-9-0") == tickets.DataStamp(7, 8, 9, 0)
+        with pytest.raises(errors.TicketActionError):
+            stamp.DataStamp.from_text(text)
+    assert stamp.DataStamp.from_text("7-8-9-0") == stamp.DataStamp(7, 8, 9, 0)
 
 
 def test_no_reviewer_can_record_the_policy_cause_by_hand(desk, reviewer):
     ticket = desk["run-stale"]
-    with pytest.raises(tickets.TicketActionError, match="one of the causes offered"):
-        tickets.close(
+    with pytest.raises(errors.TicketActionError, match="one of the causes offered"):
+        changes.ticket_close(
             ticket, revision=ticket.revision, actor=reviewer, resolution="explained", cause="policy"
         )
     ticket.refresh_from_db()
@@ -636,15 +643,15 @@ def test_no_reviewer_can_record_the_policy_cause_by_hand(desk, reviewer):
 
 
 def test_a_selection_is_read_as_rendered():
-    assert tickets.parse_selection(["4:2", "9:1", "x:1", "5", "7:", "²:1", "3:²"]) == {4: 2, 9: 1}
+    assert forms.parse_selection(["4:2", "9:1", "x:1", "5", "7:", "²:1", "3:²"]) == {4: 2, 9: 1}
 
 
 def test_comments_are_kept_in_order_and_audited(desk, reviewer):
     ticket = desk["run-stale"]
-    tickets.add_comment(ticket, actor=reviewer, text=" first ")
-    tickets.add_comment(ticket, actor=reviewer, text="second")
-    with pytest.raises(tickets.TicketActionError):
-        tickets.add_comment(ticket, actor=reviewer, text="   ")
+    changes.ticket_comment(ticket, actor=reviewer, text=" first ")
+    changes.ticket_comment(ticket, actor=reviewer, text="second")
+    with pytest.raises(errors.TicketActionError):
+        changes.ticket_comment(ticket, actor=reviewer, text="   ")
     assert [c.text for c in TicketComment.objects.filter(ticket=ticket)] == ["first", "second"]
     assert AuditEvent.objects.filter(ticket=ticket, verb="commented").count() == 2
     ticket.refresh_from_db()
@@ -655,7 +662,7 @@ def test_comments_are_kept_in_order_and_audited(desk, reviewer):
     "statement", ["UPDATE {table} SET text = 'rewritten'", "DELETE FROM {table}"]
 )
 def test_the_database_refuses_to_rewrite_or_delete_a_comment(desk, reviewer, statement):
-    tickets.add_comment(desk["run-stale"], actor=reviewer, text="what I saw")
+    changes.ticket_comment(desk["run-stale"], actor=reviewer, text="what I saw")
     with (
         pytest.raises(DatabaseError, match="append-only"),
         transaction.atomic(),

@@ -10,24 +10,16 @@ only labelled, prospectively.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from reviewapp.engine import Policy, judge_run, load_policy
-from reviewapp.judging.policies import default_policy_document, latest_version, policy_of_version
-from reviewapp.judging.store import stored_engine_records
-from reviewapp.models import AuditEvent, PolicyVersion, ProspectiveSettlement, RuleProposal, Ticket
+from reviewapp.celery import app
+from reviewapp.judging.policies import default_policy_document, latest_version
+from reviewapp.models import AuditEvent, PolicyVersion, RuleProposal, Ticket
 from reviewapp.policy.documents import apply_change, describe_change
-
-if TYPE_CHECKING:
-    from reviewapp.review.tickets import DataStamp
-
-# How many open tickets a preview judges again; the count beyond is reported, not judged.
-PREVIEW_TICKET_LIMIT = 300
 
 
 class PolicyWorkError(ValueError):
@@ -69,7 +61,7 @@ def draft_document(extra: tuple[str, dict[str, Any]] | None = None) -> dict[str,
     return document
 
 
-def propose(
+def proposal_create(
     *, user, kind: str, change: dict[str, Any], rationale: str, tickets: Iterable[Ticket] = ()
 ) -> RuleProposal:
     """Record a proposed change; PolicyError/ValueError when it would not make a valid policy."""
@@ -98,7 +90,7 @@ def propose(
     return proposal
 
 
-def decide(*, proposal: RuleProposal, user, approve: bool, reason: str) -> RuleProposal:
+def proposal_decide(*, proposal: RuleProposal, user, approve: bool, reason: str) -> RuleProposal:
     """Approve or reject a pending proposal; never by its own proposer."""
     if proposal.proposed_by_id == user.pk:
         raise FourEyesError("you proposed this change: someone else must approve or reject it")
@@ -132,7 +124,7 @@ def decide(*, proposal: RuleProposal, user, approve: bool, reason: str) -> RuleP
     return proposal
 
 
-def publish(*, user, reason: str) -> PolicyVersion:
+def policy_version_publish(*, user, reason: str) -> PolicyVersion:
     """Publish the draft as the next numbered version, the active policy from now on."""
     if not reason.strip():
         raise PolicyWorkError("say why this version is published")
@@ -170,16 +162,15 @@ def publish(*, user, reason: str) -> PolicyVersion:
 
 
 def _queue_settlement_labels(version_id: int) -> None:
-    from reviewapp.tasks import label_settled_tickets_task
+    # Sent by name: services never import the tasks that call them.
+    app.send_task("reviewapp.tasks.label_settled_tickets_task", args=[version_id])
 
-    label_settled_tickets_task.delay(version_id)
 
-
-def import_document(*, user, document: Any, rationale: str) -> RuleProposal:
+def policy_document_import(*, user, document: Any, rationale: str) -> RuleProposal:
     """An imported policy document becomes a proposal like any other change."""
     if not isinstance(document, dict):
         raise PolicyWorkError("a policy document is a JSON object")
-    return propose(
+    return proposal_create(
         user=user,
         kind=RuleProposal.Kind.DOCUMENT,
         change={"document": document},
@@ -187,98 +178,5 @@ def import_document(*, user, document: Any, rationale: str) -> RuleProposal:
     )
 
 
-def export_document(version: PolicyVersion) -> dict[str, Any]:
+def policy_version_export(version: PolicyVersion) -> dict[str, Any]:
     return {"version": version.number, **version.document}
-
-
-# --- what a policy would settle -----------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Settlement:
-    ticket: Ticket
-    kind: str
-    rule: str | None
-    value: Any
-
-
-def settlements(policy: Policy, tickets: list[Ticket]) -> list[Settlement]:
-    """Open conflict tickets whose group `policy` would no longer leave in conflict."""
-    by_run: dict[int, list[Ticket]] = {}
-    for ticket in tickets:
-        by_run.setdefault(ticket.run_id, []).append(ticket)
-    records = stored_engine_records(list(by_run))
-    found = []
-    for run_pk, run_tickets in by_run.items():
-        run_records = [record for _, record in records.get(run_pk, [])]
-        if not run_records:
-            continue
-        verdicts = {
-            (v.entity, v.field): v
-            for v in judge_run(run_records[0].run_id, run_records, policy).verdicts
-        }
-        for ticket in run_tickets:
-            verdict = verdicts.get((ticket.entity, ticket.field))
-            if verdict is not None and verdict.kind != "conflict":
-                found.append(Settlement(ticket, verdict.kind, verdict.rule, verdict.value))
-    return found
-
-
-def open_conflicts(field: str | None = None):
-    tickets = Ticket.objects.filter(state=Ticket.State.OPEN, kind=Ticket.Kind.CONFLICT)
-    if field and field != "*":
-        tickets = tickets.filter(field=field)
-    return tickets.order_by("-created_at", "-id")
-
-
-def preview(kind: str, change: dict[str, Any]) -> tuple[list[Settlement], int]:
-    """Which open tickets a proposed change would settle, and how many were considered."""
-    policy = load_policy(draft_document((kind, change)))
-    candidates = open_conflicts(change.get("field") if kind != "document" else None)
-    considered = list(candidates.select_related("run")[:PREVIEW_TICKET_LIMIT])
-    return settlements(policy, considered), candidates.count()
-
-
-def label_settled_tickets(version: PolicyVersion) -> int:
-    """Label (never close) every open conflict ticket this version would settle."""
-    policy = policy_of_version(version)
-    labelled = 0
-    tickets = list(open_conflicts().exclude(settlements__policy_version=version))
-    for start in range(0, len(tickets), 500):
-        found = settlements(policy, tickets[start : start + 500])
-        ProspectiveSettlement.objects.bulk_create(
-            [
-                ProspectiveSettlement(
-                    ticket=s.ticket,
-                    policy_version=version,
-                    kind=s.kind,
-                    rule=s.rule or "",
-                    value=s.value,
-                )
-                for s in found
-            ],
-            ignore_conflicts=True,
-        )
-        labelled += len(found)
-    return labelled
-
-
-def settled_open_tickets(version: PolicyVersion):
-    return (
-        Ticket.objects.filter(state=Ticket.State.OPEN, settlements__policy_version=version)
-        .select_related("run", "assignee")
-        .order_by("-created_at", "-id")
-    )
-
-
-def close_settled(*, version: PolicyVersion, actor, seen: DataStamp) -> str:
-    """Close, as explained by the newer policy, every open ticket labelled for `version` as
-    the page rendered under `seen` showed them: one changed since is left alone and
-    reported, one labelled since is left for another look."""
-    from reviewapp.review.tickets import close_settled_by_policy, revisions_as_seen
-
-    labelled = Ticket.objects.filter(settlements__policy_version=version)
-    outcome = close_settled_by_policy(
-        revisions_as_seen(labelled, seen), actor=actor, version_number=version.number
-    )
-    return outcome.summary("closed")

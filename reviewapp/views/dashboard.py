@@ -5,7 +5,8 @@ from django.views.decorators.http import require_GET
 
 from reviewapp.judging.policies import active_policy
 from reviewapp.models import IngestBatch, Run
-from reviewapp.review.tickets import QueueFilters, facet_counts
+from reviewapp.review.counts import facet_counts
+from reviewapp.review.queue import QueueFilters
 
 
 @require_GET

@@ -12,15 +12,8 @@ from django.views.decorators.http import require_GET, require_POST
 from reviewapp.accounts.roles import INGEST
 from reviewapp.forms import TokenForm, UploadForm
 from reviewapp.infra.pulse import silent_since
-from reviewapp.ingest.files import is_gzip
-from reviewapp.ingest.pipeline import (
-    BatchNotRetryable,
-    create_batch,
-    ingest_batch,
-    keep_upload,
-    retry_batch,
-    send_to_worker,
-)
+from reviewapp.ingest.batches import BatchNotRetryable, retry_batch
+from reviewapp.ingest.receive import upload_receive
 from reviewapp.ingest.tokens import create_token, revoke_token
 from reviewapp.ingest.uploads import refused_uploads
 from reviewapp.models import ApiToken, IngestBatch
@@ -58,26 +51,18 @@ def batch_list(request: HttpRequest) -> HttpResponse:
 
 def _accept_uploads(request: HttpRequest, files) -> None:
     for upload in files:
-        path, sha256, size = keep_upload(upload)
-        batch = create_batch(
-            channel=IngestBatch.Channel.UPLOAD,
-            path=path,
-            file_name=upload.name,
-            digest=(sha256, size),
-            user=request.user,
-        )
-        if size <= settings.INGEST_INLINE_MAX_BYTES and not is_gzip(path):
-            summary = ingest_batch(batch)
-            if not summary.lines:
-                messages.warning(request, f"{upload.name}: the file is empty; nothing to ingest.")
-                continue
+        received = upload_receive(upload, name=upload.name, user=request.user)
+        summary = received.summary
+        if summary is None:
+            size = received.batch.size_bytes
+            messages.info(request, f"{upload.name}: queued for a worker ({size:,} bytes).")
+        elif not summary.lines:
+            messages.warning(request, f"{upload.name}: the file is empty; nothing to ingest.")
+        else:
             messages.success(
                 request,
                 f"{upload.name}: {summary.lines:,} lines, {summary.accepted:,} accepted, {summary.duplicates:,} duplicates, {summary.rejected:,} rejected.",
             )
-        else:
-            send_to_worker(batch)
-            messages.info(request, f"{upload.name}: queued for a worker ({size:,} bytes).")
 
 
 @require_GET

@@ -2,32 +2,16 @@
 
 from __future__ import annotations
 
-import hashlib
-import uuid
-from contextlib import suppress
-
-from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
-from django.db import IntegrityError, transaction
 from django.http import HttpRequest, JsonResponse
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from reviewapp.accounts.roles import INGEST
-from reviewapp.ingest.pipeline import (
-    BatchNotRetryable,
-    create_batch,
-    retry_batch,
-    send_to_worker,
-    upload_dir,
-)
+from reviewapp.ingest.receive import DeliveryRefused, api_body_receive
 from reviewapp.ingest.tokens import authenticate_bearer
 from reviewapp.models import ApiToken, IngestBatch
-
-
-class BodyTooLarge(Exception):
-    pass
 
 
 def _error(status: int, message: str) -> JsonResponse:
@@ -63,24 +47,6 @@ def _batch_json(batch: IngestBatch) -> dict:
     }
 
 
-def _save_body(request: HttpRequest):
-    """Stream the body to the upload folder, hashing it; never more than the limit."""
-    target = upload_dir() / uuid.uuid4().hex
-    digest, size = hashlib.sha256(), 0
-    try:
-        with target.open("wb") as out:
-            while block := request.read(1 << 20):
-                size += len(block)
-                if size > settings.INGEST_MAX_BYTES:
-                    raise BodyTooLarge
-                digest.update(block)
-                out.write(block)
-    except BodyTooLarge:
-        target.unlink(missing_ok=True)
-        raise
-    return target, digest.hexdigest(), size
-
-
 @csrf_exempt  # a bearer token, not a cookie, authenticates these requests
 @login_not_required
 @require_POST
@@ -88,46 +54,18 @@ def post_traces(request: HttpRequest) -> JsonResponse:
     token = _token_or_error(request)
     if isinstance(token, JsonResponse):
         return token
-    declared = request.headers.get("Content-Length", "")
-    if declared.isascii() and declared.isdecimal() and int(declared) > settings.INGEST_MAX_BYTES:
-        return _error(413, f"body is over the {settings.INGEST_MAX_BYTES:,}-byte limit")
-    # Checked before the body is kept: a refused request leaves nothing on disk.
-    key = request.headers.get("Idempotency-Key") or None
-    if key is not None and len(key) > 200:
-        return _error(400, "Idempotency-Key is longer than 200 characters")
     try:
-        path, sha256, size = _save_body(request)
-    except BodyTooLarge:
-        return _error(413, f"body is over the {settings.INGEST_MAX_BYTES:,}-byte limit")
-    if size == 0:
-        path.unlink(missing_ok=True)
-        return _error(400, "empty body: send JSON Lines (optionally gzip-compressed)")
-    name = request.headers.get("X-File-Name") or f"api-{sha256[:12]}.jsonl"
-    try:
-        with transaction.atomic():
-            batch = create_batch(
-                channel=IngestBatch.Channel.API,
-                path=path,
-                file_name=name,
-                digest=(sha256, size),
-                user=token.user,
-                token=token,
-                idempotency_key=key,
-            )
-            send_to_worker(batch)
-    except IntegrityError:
-        earlier = IngestBatch.objects.get(api_token=token, idempotency_key=key)
-        if earlier.content_sha256 != sha256:
-            path.unlink(missing_ok=True)
-            return _error(422, "this Idempotency-Key was used with a different body")
-        if earlier.state == IngestBatch.State.FAILED:
-            with suppress(BatchNotRetryable):
-                retry_batch(earlier, body=path)
-        path.unlink(missing_ok=True)
-        earlier.refresh_from_db()
-        # The answer the first request got: accepted, with where to follow it.
-        return JsonResponse(_batch_json(earlier), status=202)
-    return JsonResponse(_batch_json(batch), status=202)
+        received = api_body_receive(
+            request,
+            token=token,
+            declared_length=request.headers.get("Content-Length", ""),
+            idempotency_key=request.headers.get("Idempotency-Key") or None,
+            file_name=request.headers.get("X-File-Name") or None,
+        )
+    except DeliveryRefused as refused:
+        return _error(refused.status, str(refused))
+    # 202 again for the same body under the same Idempotency-Key: the first answer.
+    return JsonResponse(_batch_json(received.batch), status=202)
 
 
 @login_not_required

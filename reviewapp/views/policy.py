@@ -16,23 +16,17 @@ from reviewapp.engine import PolicyError
 from reviewapp.forms import DecisionForm, ImportForm, ProposalForm, PublishForm, whole_number
 from reviewapp.judging.policies import default_policy_document
 from reviewapp.models import PolicyVersion, RuleProposal, Ticket
+from reviewapp.policy import settlements, versions
 from reviewapp.policy.documents import describe_change, describe_rule, diff_documents
 from reviewapp.policy.versions import (
     FourEyesError,
     PolicyWorkError,
     active_document,
     approved_unpublished,
-    close_settled,
-    decide,
     draft_document,
-    export_document,
-    import_document,
-    preview,
-    propose,
-    publish,
-    settled_open_tickets,
 )
-from reviewapp.review.tickets import DataStamp, TicketActionError, data_stamp
+from reviewapp.review.errors import TicketActionError
+from reviewapp.review.stamp import DataStamp, data_stamp
 
 VERSIONS_PER_PAGE = 20
 
@@ -68,7 +62,9 @@ def version_detail(request: HttpRequest, number: int) -> HttpResponse:
     context = {
         "version": version,
         "rules": _rules(version.document),
-        "document_json": json.dumps(export_document(version), indent=2, ensure_ascii=False),
+        "document_json": json.dumps(
+            versions.policy_version_export(version), indent=2, ensure_ascii=False
+        ),
         "proposals": version.proposals.select_related("proposed_by", "decided_by"),
         "settled_open": settled,
         "previous": PolicyVersion.objects.filter(number__lt=number).order_by("-number").first(),
@@ -80,7 +76,8 @@ def version_detail(request: HttpRequest, number: int) -> HttpResponse:
 def version_export(request: HttpRequest, number: int) -> JsonResponse:
     version = get_object_or_404(PolicyVersion, number=number)
     response = JsonResponse(
-        export_document(version), json_dumps_params={"indent": 2, "ensure_ascii": False}
+        versions.policy_version_export(version),
+        json_dumps_params={"indent": 2, "ensure_ascii": False},
     )
     response["Content-Disposition"] = f'attachment; filename="policy-v{number}.json"'
     return response
@@ -144,7 +141,7 @@ def propose_view(request: HttpRequest) -> HttpResponse:
         if form.is_valid():
             kind, change = form.change()
             try:
-                proposal = propose(
+                proposal = versions.proposal_create(
                     user=request.user,
                     kind=kind,
                     change=change,
@@ -181,7 +178,7 @@ def propose_preview(request: HttpRequest) -> HttpResponse:
     if form.is_valid():
         kind, change = form.change()
         try:
-            settled, considered = preview(kind, change)
+            settled, considered = settlements.settlement_preview(kind, change)
             context.update(
                 sentence=describe_change(kind, change), settled=settled, considered=considered
             )
@@ -231,7 +228,7 @@ def proposal_decide(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, "Choose approve or reject.")
         return redirect("proposal-detail", pk=pk)
     try:
-        decide(
+        versions.proposal_decide(
             proposal=proposal,
             user=request.user,
             approve=form.cleaned_data["decision"] == "approve",
@@ -273,7 +270,9 @@ def publish_view(request: HttpRequest) -> HttpResponse:
         messages.error(request, "Say why this version is published.")
         return redirect("policy-draft")
     try:
-        version = publish(user=request.user, reason=form.cleaned_data["reason"])
+        version = versions.policy_version_publish(
+            user=request.user, reason=form.cleaned_data["reason"]
+        )
     except (PolicyError, PolicyWorkError, ValueError) as exc:
         messages.error(request, str(exc))
         return redirect("policy-draft")
@@ -295,7 +294,7 @@ def import_view(request: HttpRequest) -> HttpResponse:
         return redirect("policy-home")
     try:
         document = json.loads(form.cleaned_data["document"].read().decode("utf-8"))
-        proposal = import_document(
+        proposal = versions.policy_document_import(
             user=request.user, document=document, rationale=form.cleaned_data["rationale"]
         )
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -315,9 +314,9 @@ def import_view(request: HttpRequest) -> HttpResponse:
 @require_GET
 def settled_tickets(request: HttpRequest, number: int) -> HttpResponse:
     version = get_object_or_404(PolicyVersion, number=number)
-    page = Paginator(settled_open_tickets(version).prefetch_related("settlements"), 50).get_page(
-        request.GET.get("page")
-    )
+    page = Paginator(
+        settlements.settled_open_tickets(version).prefetch_related("settlements"), 50
+    ).get_page(request.GET.get("page"))
     context = {"version": version, "page": page, "seen": data_stamp().text}
     return render(request, "policy/settled.html", context)
 
@@ -331,5 +330,8 @@ def close_settled_view(request: HttpRequest, number: int) -> HttpResponse:
     except TicketActionError as error:
         messages.error(request, f"Not applied: {error}.")
     else:
-        messages.success(request, close_settled(version=version, actor=request.user, seen=seen))
+        messages.success(
+            request,
+            settlements.settled_tickets_close(version=version, actor=request.user, seen=seen),
+        )
     return redirect("policy-settled", number=number)

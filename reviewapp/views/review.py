@@ -15,9 +15,10 @@ from django.utils.functional import SimpleLazyObject
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_GET, require_POST
 
+from reviewapp import forms
 from reviewapp.accounts.roles import WORK_TICKET
 from reviewapp.models import AuditEvent, Ticket, TicketComment
-from reviewapp.review import tickets
+from reviewapp.review import changes, counts, errors, queue, related, stamp
 from reviewapp.review.evidence import handoff_package, ticket_evidence, with_judgement
 from reviewapp.views import review_rows as queue_html
 
@@ -30,7 +31,7 @@ EVIDENCE_CACHE_SECONDS = 600
 # --- the queue --------------------------------------------------------------------
 
 
-def _queue_url(filters: tickets.QueueFilters, **overrides: str) -> str:
+def _queue_url(filters: queue.QueueFilters, **overrides: str) -> str:
     return _url_with(reverse("ticket-queue"), filters.as_params(), overrides)
 
 
@@ -42,14 +43,14 @@ def _url_with(base: str, params: dict[str, str], overrides: dict[str, str]) -> s
 
 @require_GET
 def ticket_queue(request: HttpRequest) -> HttpResponse:
-    filters = tickets.queue_filters(request.GET)
-    facets = tickets.facet_counts(filters, request.user)
+    filters = queue.queue_filters(request.GET)
+    facets = counts.facet_counts(filters, request.user)
     number = _page_number(request.GET.get("page"), facets.total)
     can_work = request.user.has_perm(WORK_TICKET)
     # The template caches what it renders from these under facets.version, so they are
     # lazy: read and formatted only when that cache has nothing yet.
     facet_links = SimpleLazyObject(lambda: _facet_links(filters, facets))
-    shown = tickets.queue_page(filters, request.user, number=number, per_page=TICKETS_PER_PAGE)
+    shown = queue.queue_page(filters, request.user, number=number, per_page=TICKETS_PER_PAGE)
     context = {
         "filters": filters,
         "facets": facets,
@@ -60,7 +61,7 @@ def ticket_queue(request: HttpRequest) -> HttpResponse:
             for name in TEXT_FILTERS
         ],
         "quick_views": _quick_views(filters),
-        "sorts": tickets.SORT_LABELS,
+        "sorts": queue.SORT_LABELS,
         "query": urlencode(filters.as_params()),
         "page": _QueuePage(number, facets.total),
         "families": SimpleLazyObject(lambda: _family_rows(filters, request.user, facets.version)),
@@ -69,11 +70,11 @@ def ticket_queue(request: HttpRequest) -> HttpResponse:
             shown.values(*queue_html.QUEUE_ROW_COLUMNS), can_work=can_work
         ),
         "can_work": can_work,
-        "workers": tickets.ticket_workers() if can_work else [],
-        "causes": tickets.REVIEWER_CAUSES,
-        "cache_seconds": tickets.CACHE_SECONDS,
+        "workers": related.ticket_workers() if can_work else [],
+        "causes": changes.REVIEWER_CAUSES,
+        "cache_seconds": stamp.CACHE_SECONDS,
         # For the whole-family bulk change, read only when its form is rendered.
-        "seen": lambda: tickets.data_stamp().text,
+        "seen": lambda: stamp.data_stamp().text,
     }
     template = "tickets/queue.html"
     if request.htmx:
@@ -82,10 +83,10 @@ def ticket_queue(request: HttpRequest) -> HttpResponse:
     return render(request, template, context)
 
 
-def _family_rows(filters: tickets.QueueFilters, user, version: str) -> list:
+def _family_rows(filters: queue.QueueFilters, user, version: str) -> list:
     return [
         (family, _queue_url(filters, family=family.fingerprint, group=""))
-        for family in tickets.families(filters, user, limit=FAMILIES_SHOWN, version=version)
+        for family in queue.families(filters, user, limit=FAMILIES_SHOWN, version=version)
     ]
 
 
@@ -144,7 +145,7 @@ FACET_TITLES = {
 }
 
 
-def _facet_links(filters: tickets.QueueFilters, facets: tickets.Facets) -> list[dict]:
+def _facet_links(filters: queue.QueueFilters, facets: counts.Facets) -> list[dict]:
     """Each dimension's values with their counts, as links that set (or clear) the filter."""
     base, params = reverse("ticket-queue"), filters.as_params()
     groups = []
@@ -168,13 +169,13 @@ def _facet_links(filters: tickets.QueueFilters, facets: tickets.Facets) -> list[
     return groups
 
 
-def _quick_views(filters: tickets.QueueFilters) -> list[dict]:
+def _quick_views(filters: queue.QueueFilters) -> list[dict]:
     views = [
-        ("All open", tickets.QueueFilters()),
-        ("Assigned to me", tickets.QueueFilters(assignee=tickets.ASSIGNEE_ME)),
-        ("Unassigned", tickets.QueueFilters(assignee=tickets.ASSIGNEE_NONE)),
-        ("Unsafe", tickets.QueueFilters(unsafe="yes")),
-        ("Families", tickets.QueueFilters(group="family")),
+        ("All open", queue.QueueFilters()),
+        ("Assigned to me", queue.QueueFilters(assignee=queue.ASSIGNEE_ME)),
+        ("Unassigned", queue.QueueFilters(assignee=queue.ASSIGNEE_NONE)),
+        ("Unsafe", queue.QueueFilters(unsafe="yes")),
+        ("Families", queue.QueueFilters(group="family")),
     ]
     return [
         {"label": label, "url": _queue_url(view), "current": view == filters}
@@ -186,19 +187,19 @@ def _quick_views(filters: tickets.QueueFilters) -> list[dict]:
 @permission_required(WORK_TICKET, raise_exception=True)
 def ticket_bulk(request: HttpRequest) -> HttpResponse:
     """Assign or close the checked tickets, or every open ticket of one family."""
-    filters = tickets.queue_filters(request.POST)
+    filters = queue.queue_filters(request.POST)
     family = request.POST.get("whole_family", "")
     try:
         if family:
-            seen = tickets.DataStamp.from_text(request.POST.get("seen", ""))
-            expected = tickets.family_revisions(family, seen)
+            seen = stamp.DataStamp.from_text(request.POST.get("seen", ""))
+            expected = changes.family_revisions(family, seen)
         else:
-            expected = tickets.parse_selection(request.POST.getlist("selected"))
+            expected = forms.parse_selection(request.POST.getlist("selected"))
         if not expected:
             messages.warning(request, "Nothing was selected.")
             return redirect(_queue_url(filters))
         if request.POST.get("operation") == "close":
-            outcome = tickets.close_many(
+            outcome = changes.tickets_close(
                 expected,
                 actor=request.user,
                 resolution=request.POST.get("resolution", ""),
@@ -207,16 +208,16 @@ def ticket_bulk(request: HttpRequest) -> HttpResponse:
             )
             verb = "closed"
         else:
-            outcome = tickets.assign_many(
+            outcome = changes.tickets_assign(
                 expected, actor=request.user, assignee=_assignee(request.POST.get("assignee"))
             )
             verb = "assigned"
-    except tickets.TicketActionError as error:
+    except errors.TicketActionError as error:
         messages.error(request, f"Not applied: {error}.")
         return redirect(_queue_url(filters))
     messages.success(request, outcome.summary(verb))
-    for conflict in outcome.conflicts[:5]:
-        messages.warning(request, str(conflict))
+    for stale in outcome.stale[:5]:
+        messages.warning(request, str(stale))
     return redirect(_queue_url(filters))
 
 
@@ -226,7 +227,7 @@ def _assignee(username: str | None):
     try:
         return get_user_model().objects.get(username=username, is_active=True)
     except get_user_model().DoesNotExist:
-        raise tickets.TicketActionError(f"there is no user {username}") from None
+        raise errors.TicketActionError(f"there is no user {username}") from None
 
 
 # --- the ticket -------------------------------------------------------------------
@@ -239,7 +240,7 @@ def _ticket_or_404(ticket_id: int) -> Ticket:
     )
 
 
-def _work_context(request: HttpRequest, ticket: Ticket, stamp: tickets.DataStamp) -> dict:
+def _work_context(request: HttpRequest, ticket: Ticket, seen: stamp.DataStamp) -> dict:
     """What the work panel shows: who holds the ticket, the forms, the trail, comments.
 
     The trail and the comments are cached by the template under the data stamp (every
@@ -260,12 +261,12 @@ def _work_context(request: HttpRequest, ticket: Ticket, stamp: tickets.DataStamp
 
     return {
         "ticket": ticket,
-        "stamp": stamp.text,
-        "cache_seconds": tickets.CACHE_SECONDS,
+        "stamp": seen.text,
+        "cache_seconds": stamp.CACHE_SECONDS,
         "can_work": can_work,
-        "workers": tickets.ticket_workers() if can_work else [],
-        "causes": tickets.REVIEWER_CAUSES,
-        "trail": SimpleLazyObject(lambda: [(e, tickets.describe(e)) for e in events]),
+        "workers": related.ticket_workers() if can_work else [],
+        "causes": changes.REVIEWER_CAUSES,
+        "trail": SimpleLazyObject(lambda: [(e, changes.describe(e)) for e in events]),
         "comments": SimpleLazyObject(comments),
     }
 
@@ -273,25 +274,24 @@ def _work_context(request: HttpRequest, ticket: Ticket, stamp: tickets.DataStamp
 @require_GET
 def ticket_detail(request: HttpRequest, ticket_id: int) -> HttpResponse:
     ticket = _ticket_or_404(ticket_id)
-    stamp = tickets.data_stamp()
-    # Read when the template's cache (under the data stamp) has nothing.
-    related = SimpleLazyObject(lambda: tickets.related_tickets(ticket, shown=RELATED_SHOWN))
+    seen = stamp.data_stamp()
     context = {
-        **_work_context(request, ticket, stamp),
+        **_work_context(request, ticket, seen),
         # What was judged never changes: the template caches its part of the page for good,
         # and calls this (once, through {% with %}) only when that cache has nothing yet.
         "read_evidence": lambda: ticket_evidence(with_judgement(ticket)),
         "evidence_seconds": EVIDENCE_CACHE_SECONDS,
-        "related": related,
-        "family_url": _queue_url(tickets.QueueFilters(family=ticket.fingerprint, state="")),
+        # Read when the template's cache (under the data stamp) has nothing.
+        "related": SimpleLazyObject(lambda: related.related_tickets(ticket, shown=RELATED_SHOWN)),
+        "family_url": _queue_url(queue.QueueFilters(family=ticket.fingerprint, state="")),
         "related_shown": RELATED_SHOWN,
-        "later": tickets.later_judgement(ticket),
+        "later": related.later_judgement(ticket),
         # Newer versions that would settle this ticket: labels, never changes to it. Only a
         # version newer than the ticket's can have any.
         "settlements": ticket.settlements.select_related("policy_version").order_by(
             "policy_version__number"
         )
-        if stamp.newest_policy_number > ticket.policy_number
+        if seen.newest_policy_number > ticket.policy_number
         else (),
     }
     return render(request, "tickets/detail.html", context)
@@ -312,7 +312,7 @@ def _after_change(request: HttpRequest, ticket_id: int) -> HttpResponse:
     """htmx: the work panel again, with the message; a plain POST: back to the ticket."""
     if request.htmx:
         ticket = _ticket_or_404(ticket_id)
-        context = _work_context(request, ticket, tickets.data_stamp())
+        context = _work_context(request, ticket, stamp.data_stamp())
         return render(request, "tickets/detail.html#ticket-work", context)
     # The queue's keyboard claim comes back to the queue it was made from.
     back = request.POST.get("next", "")
@@ -332,9 +332,9 @@ def _work(request: HttpRequest, ticket_id: int, change, done: str) -> HttpRespon
     ticket = get_object_or_404(Ticket, pk=ticket_id)
     try:
         change(ticket)
-    except tickets.TicketConflict as conflict:
-        messages.error(request, str(conflict))
-    except tickets.TicketActionError as error:
+    except changes.StaleChangeError as stale:
+        messages.error(request, str(stale))
+    except errors.TicketActionError as error:
         messages.error(request, f"Not applied: {error}.")
     else:
         messages.success(request, done)
@@ -347,7 +347,7 @@ def ticket_claim(request: HttpRequest, ticket_id: int) -> HttpResponse:
     return _work(
         request,
         ticket_id,
-        lambda t: tickets.claim(t, revision=_revision(request), actor=request.user),
+        lambda t: changes.ticket_claim(t, revision=_revision(request), actor=request.user),
         "You hold this ticket now.",
     )
 
@@ -357,7 +357,9 @@ def ticket_claim(request: HttpRequest, ticket_id: int) -> HttpResponse:
 def ticket_assign(request: HttpRequest, ticket_id: int) -> HttpResponse:
     def change(ticket: Ticket) -> None:
         assignee = _assignee(request.POST.get("assignee"))
-        tickets.assign(ticket, revision=_revision(request), actor=request.user, assignee=assignee)
+        changes.ticket_assign(
+            ticket, revision=_revision(request), actor=request.user, assignee=assignee
+        )
 
     return _work(request, ticket_id, change, "Assignment changed.")
 
@@ -366,7 +368,7 @@ def ticket_assign(request: HttpRequest, ticket_id: int) -> HttpResponse:
 @permission_required(WORK_TICKET, raise_exception=True)
 def ticket_close(request: HttpRequest, ticket_id: int) -> HttpResponse:
     def change(ticket: Ticket) -> None:
-        tickets.close(
+        changes.ticket_close(
             ticket,
             revision=_revision(request),
             actor=request.user,
@@ -384,7 +386,7 @@ def ticket_reopen(request: HttpRequest, ticket_id: int) -> HttpResponse:
     return _work(
         request,
         ticket_id,
-        lambda t: tickets.reopen(t, revision=_revision(request), actor=request.user),
+        lambda t: changes.ticket_reopen(t, revision=_revision(request), actor=request.user),
         "Ticket reopened.",
     )
 
@@ -395,6 +397,6 @@ def ticket_comment(request: HttpRequest, ticket_id: int) -> HttpResponse:
     return _work(
         request,
         ticket_id,
-        lambda t: tickets.add_comment(t, actor=request.user, text=request.POST.get("text", "")),
+        lambda t: changes.ticket_comment(t, actor=request.user, text=request.POST.get("text", "")),
         "Comment added.",
     )

@@ -17,7 +17,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
-from reviewapp.review.tickets import judged_again
+from reviewapp.review.related import judged_again
 
 # --- ticket rows ------------------------------------------------------------------
 

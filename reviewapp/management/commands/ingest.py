@@ -7,8 +7,9 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from reviewapp.ingest.batches import IngestSummary, expand_paths
 from reviewapp.ingest.files import TraceFileError, open_trace_file
-from reviewapp.ingest.pipeline import IngestSummary, expand_paths, ingest_file
+from reviewapp.ingest.pipeline import ingest_file
 from reviewapp.models import IngestBatch
 
 

@@ -17,10 +17,10 @@ from reviewapp.models import PolicyVersion, RuleProposal
 from reviewapp.policy.versions import (
     PolicyWorkError,
     active_document,
-    decide,
-    export_document,
-    import_document,
-    publish,
+    policy_document_import,
+    policy_version_export,
+    policy_version_publish,
+    proposal_decide,
 )
 
 
@@ -69,7 +69,7 @@ class Command(BaseCommand):
             version = PolicyVersion.objects.filter(number=options["version"]).first()
             if version is None:
                 raise CommandError(f"no version {options['version']}")
-            document = export_document(version)
+            document = policy_version_export(version)
         else:
             number, document = active_document()
             document = {"version": number, **document} if number else document
@@ -89,7 +89,9 @@ class Command(BaseCommand):
             raise CommandError(
                 f"{options['file']}: not valid JSON: {exc.msg} at line {exc.lineno}"
             ) from None
-        proposal = import_document(user=user, document=document, rationale=options["rationale"])
+        proposal = policy_document_import(
+            user=user, document=document, rationale=options["rationale"]
+        )
         self.stdout.write(f"proposal #{proposal.pk} waits for another person's approval")
 
     def _decision(self, options, approve: bool) -> None:
@@ -97,7 +99,9 @@ class Command(BaseCommand):
         proposal = RuleProposal.objects.filter(pk=options["proposal"]).first()
         if proposal is None:
             raise CommandError(f"no proposal #{options['proposal']}")
-        decided = decide(proposal=proposal, user=user, approve=approve, reason=options["reason"])
+        decided = proposal_decide(
+            proposal=proposal, user=user, approve=approve, reason=options["reason"]
+        )
         self.stdout.write(f"proposal #{decided.pk} {decided.state}")
 
     def _approve(self, options) -> None:
@@ -107,7 +111,9 @@ class Command(BaseCommand):
         self._decision(options, approve=False)
 
     def _publish(self, options) -> None:
-        version = publish(user=self._user(options["user"], APPROVE_RULE), reason=options["reason"])
+        version = policy_version_publish(
+            user=self._user(options["user"], APPROVE_RULE), reason=options["reason"]
+        )
         self.stdout.write(f"published v{version.number}")
 
     def _list(self, options) -> None:

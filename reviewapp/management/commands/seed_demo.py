@@ -12,7 +12,11 @@ from reviewapp.accounts.roles import ADMIN, APPROVER, REVIEWER, VIEWER, ensure_r
 from reviewapp.demo.corpus import DEMO_POLICY, demo_lines
 from reviewapp.ingest.pipeline import ingest_file
 from reviewapp.models import IngestBatch, PolicyVersion
-from reviewapp.policy.versions import decide, import_document, publish
+from reviewapp.policy.versions import (
+    policy_document_import,
+    policy_version_publish,
+    proposal_decide,
+)
 
 DEMO_USERS = (
     ("reviewer", REVIEWER),
@@ -57,15 +61,15 @@ class Command(BaseCommand):
         if not PolicyVersion.objects.exists():
             # The demo policy goes the way every policy goes: proposed, approved by
             # someone else, published.
-            proposal = import_document(
+            proposal = policy_document_import(
                 user=users[REVIEWER],
                 document=DEMO_POLICY,
                 rationale="Who owns which field, as the demo team decided.",
             )
-            decide(
+            proposal_decide(
                 proposal=proposal, user=users[APPROVER], approve=True, reason="Matches the runbook."
             )
-            publish(user=users[APPROVER], reason="First policy for the demo.")
+            policy_version_publish(user=users[APPROVER], reason="First policy for the demo.")
         corpus = settings.VAR_DIR / "demo" / "demo-corpus.jsonl"
         corpus.parent.mkdir(parents=True, exist_ok=True)
         corpus.write_text("\n".join(demo_lines(runs=options["runs"])) + "\n")

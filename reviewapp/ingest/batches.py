@@ -1,0 +1,172 @@
+"""Batches: one delivery of one file or body each, its summary, and sending it to a worker
+(again, when its worker died, its message was lost, or it failed with tries left)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import F, Q
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from reviewapp.celery import app
+from reviewapp.ingest.streams import file_digest
+from reviewapp.models import IngestBatch, TraceLine, TraceRecord
+
+# The task a worker ingests a batch with (reviewapp.tasks), sent by name: services never
+# import the tasks that call them.
+INGEST_TASK = "reviewapp.tasks.ingest_batch_task"
+
+
+@dataclass
+class IngestSummary:
+    lines: int = 0
+    accepted: int = 0
+    duplicates: int = 0
+    rejected: int = 0
+    runs: int = 0
+    tickets: int = 0
+    # Which batches were summed, so that several files count each run they share once.
+    batch_pks: set[int] = field(default_factory=set, repr=False, compare=False)
+
+    def add(self, other: IngestSummary) -> None:
+        for name in ("lines", "accepted", "duplicates", "rejected", "tickets"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.batch_pks |= other.batch_pks
+        self.runs = count_runs_touched(self.batch_pks)
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            name: getattr(self, name)
+            for name in ("lines", "accepted", "duplicates", "rejected", "runs", "tickets")
+        }
+
+    @classmethod
+    def of(cls, batch: IngestBatch) -> IngestSummary:
+        return cls(
+            lines=batch.lines,
+            accepted=batch.accepted,
+            duplicates=batch.duplicates,
+            rejected=batch.rejected,
+            runs=batch.runs,
+            tickets=batch.tickets,
+        )
+
+
+def create_batch(
+    *,
+    channel: str,
+    path: Path,
+    file_name: str,
+    digest: tuple[str, int] | None = None,
+    user: Any = None,
+    token: Any = None,
+    idempotency_key: str | None = None,
+) -> IngestBatch:
+    sha256, size = digest or file_digest(path)
+    return IngestBatch.objects.create(
+        channel=channel,
+        file_name=file_name[:255],
+        content_sha256=sha256,
+        size_bytes=size,
+        stored_path=str(path),
+        created_by=user if user is not None and user.is_authenticated else None,
+        api_token=token,
+        idempotency_key=idempotency_key,
+    )
+
+
+def send_to_worker(batch: IngestBatch) -> None:
+    """Queue the batch for a worker once the current transaction commits; its heartbeat
+    starts now, so that a message lost on the way is noticed (see stalled_batches)."""
+    IngestBatch.objects.filter(pk=batch.pk).update(heartbeat_at=timezone.now())
+    # robust: a broker that is down must not fail the request that stored the batch.
+    transaction.on_commit(lambda: app.send_task(INGEST_TASK, args=[batch.pk]), robust=True)
+
+
+class BatchNotRetryable(Exception):
+    """A batch that cannot be sent again: not failed, or its kept file is gone."""
+
+
+def retry_batch(batch: IngestBatch, *, body: Path | None = None) -> None:
+    """Send a failed batch to a worker again. `body`: the same content received again
+    (an API client re-posting), kept in place of a file that is gone."""
+    if batch.state != IngestBatch.State.FAILED:
+        raise BatchNotRetryable(f"the batch is {batch.state}, not failed")
+    if body is not None and not Path(batch.stored_path).exists():
+        body.replace(batch.stored_path)
+    if not Path(batch.stored_path).exists():
+        raise BatchNotRetryable("its file is no longer kept; send the traces again")
+    IngestBatch.objects.filter(pk=batch.pk, state=IngestBatch.State.FAILED).update(
+        state=IngestBatch.State.QUEUED, error=""
+    )
+    send_to_worker(batch)
+
+
+def stalled_batches(
+    *, running: timedelta, queued: timedelta, failed: timedelta, max_attempts: int
+) -> list[IngestBatch]:
+    """Batches to send to a worker again (re-ingesting is safe, see the module docstring):
+    running ones whose heartbeat stopped (their worker died), queued ones no worker took
+    (the message was lost), and failed ones with tries left, after a pause that grows with
+    each try."""
+    now = timezone.now()
+    silent_since = Coalesce("heartbeat_at", "created_at")
+    return list(
+        IngestBatch.objects.exclude(channel=IngestBatch.Channel.CLI)
+        .alias(silent_since=silent_since)
+        .filter(
+            Q(state=IngestBatch.State.RUNNING, silent_since__lt=now - running)
+            | Q(state=IngestBatch.State.QUEUED, silent_since__lt=now - queued)
+            | Q(
+                state=IngestBatch.State.FAILED,
+                attempts__lt=max_attempts,
+                finished_at__lt=now - failed * F("attempts"),
+            )
+        )
+        .order_by("created_at")
+    )
+
+
+def count_runs_touched(batch_pks: set[int]) -> int:
+    """How many runs these batches stored records for."""
+    if not batch_pks:
+        return 0
+    placeholders = ", ".join(["%s"] * len(batch_pks))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT count(*) FROM ({RUNS_OF_BATCHES.format(placeholders=placeholders)}) runs",
+            sorted(batch_pks),
+        )
+        return cursor.fetchone()[0]
+
+
+RUNS_OF_BATCHES = (
+    f"SELECT DISTINCT rec.run_id FROM {TraceRecord._meta.db_table} rec "
+    f"JOIN {TraceLine._meta.db_table} line ON line.id = rec.line_id "
+    "WHERE line.batch_id IN ({placeholders})"
+)
+
+
+def expand_paths(paths: Iterable[str]) -> list[Path]:
+    """Files named, and the files inside folders named (hidden ones skipped), in order."""
+    files = []
+    for name in paths:
+        path = Path(name)
+        if path.is_dir():
+            files.extend(
+                sorted(
+                    p
+                    for p in path.rglob("*")
+                    if p.is_file()
+                    and not any(part.startswith(".") for part in p.relative_to(path).parts)
+                )
+            )
+        else:
+            files.append(path)
+    return files

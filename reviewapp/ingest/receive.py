@@ -1,0 +1,111 @@
+"""Receiving deliveries through the browser and the API: each is kept, becomes a batch and
+is ingested at once (a small plain upload) or by a worker. An API client that sends the
+same body again under its Idempotency-Key gets the first answer, and a failed batch is
+tried again."""
+
+from __future__ import annotations
+
+from contextlib import suppress
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from reviewapp.ingest.batches import (
+    BatchNotRetryable,
+    IngestSummary,
+    create_batch,
+    retry_batch,
+    send_to_worker,
+)
+from reviewapp.ingest.files import is_gzip
+from reviewapp.ingest.pipeline import ingest_batch
+from reviewapp.ingest.streams import Readable, TooLarge, keep_stream
+from reviewapp.models import ApiToken, IngestBatch
+
+MAX_IDEMPOTENCY_KEY = 200
+
+
+@dataclass(frozen=True)
+class Received:
+    """What became of one delivery: its batch, and its summary when it was ingested while
+    the sender waited (None: queued for a worker)."""
+
+    batch: IngestBatch
+    summary: IngestSummary | None
+
+
+class DeliveryRefused(Exception):
+    """A delivery not taken, with the HTTP status that says why."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def upload_receive(upload: Readable, *, name: str, user) -> Received:
+    """Keep an uploaded file; ingest it now when it is small and plain, else queue it
+    (a gzip's size says little of what it holds)."""
+    kept = keep_stream(upload)
+    batch = create_batch(
+        channel=IngestBatch.Channel.UPLOAD,
+        path=kept.path,
+        file_name=name,
+        digest=(kept.sha256, kept.size),
+        user=user,
+    )
+    if kept.size <= settings.INGEST_INLINE_MAX_BYTES and not is_gzip(kept.path):
+        return Received(batch, ingest_batch(batch))
+    send_to_worker(batch)
+    return Received(batch, None)
+
+
+def api_body_receive(
+    body: Readable,
+    *,
+    token: ApiToken,
+    declared_length: str,
+    idempotency_key: str | None,
+    file_name: str | None,
+) -> Received:
+    """Keep a posted body and queue it; DeliveryRefused (nothing kept) when it is too
+    large, empty, or its Idempotency-Key was used with another body."""
+    limit = settings.INGEST_MAX_BYTES
+    too_large = DeliveryRefused(413, f"body is over the {limit:,}-byte limit")
+    if declared_length.isascii() and declared_length.isdecimal() and int(declared_length) > limit:
+        raise too_large
+    if idempotency_key is not None and len(idempotency_key) > MAX_IDEMPOTENCY_KEY:
+        raise DeliveryRefused(400, "Idempotency-Key is longer than 200 characters")
+    try:
+        kept = keep_stream(body, limit=limit)
+    except TooLarge:
+        raise too_large from None
+    if kept.size == 0:
+        kept.path.unlink(missing_ok=True)
+        raise DeliveryRefused(400, "empty body: send JSON Lines (optionally gzip-compressed)")
+    try:
+        with transaction.atomic():
+            batch = create_batch(
+                channel=IngestBatch.Channel.API,
+                path=kept.path,
+                file_name=file_name or f"api-{kept.sha256[:12]}.jsonl",
+                digest=(kept.sha256, kept.size),
+                user=token.user,
+                token=token,
+                idempotency_key=idempotency_key,
+            )
+            send_to_worker(batch)
+    except IntegrityError:
+        earlier = IngestBatch.objects.get(api_token=token, idempotency_key=idempotency_key)
+        if earlier.content_sha256 != kept.sha256:
+            kept.path.unlink(missing_ok=True)
+            raise DeliveryRefused(
+                422, "this Idempotency-Key was used with a different body"
+            ) from None
+        if earlier.state == IngestBatch.State.FAILED:
+            with suppress(BatchNotRetryable):
+                retry_batch(earlier, body=kept.path)
+        kept.path.unlink(missing_ok=True)
+        earlier.refresh_from_db()
+        return Received(earlier, None)
+    return Received(batch, None)

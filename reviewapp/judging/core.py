@@ -1,0 +1,84 @@
+"""Judging runs under a policy, storing nothing: the one way every part of Crosscheck asks
+the engine for verdicts (ingest, `manage.py evaluate`, the proposal preview, settlement
+labels, replay and shadow). What is done with them, if anything, is the caller's matter:
+judging.store keeps them, for a purpose."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from reviewapp.engine import Policy, Record, RecordError, RunJudgement, judge_run, parse_record
+from reviewapp.models import Run, TraceRecord
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class RunToJudge:
+    """A run with its engine records in recording order, each with its stored id (a
+    record not stored, as `evaluate` reads them, has its position instead); `pk` is None
+    for a run not stored."""
+
+    pk: int | None
+    run_id: str
+    agent: str
+    records: list[tuple[int, Record]]
+
+    @property
+    def through_record_id(self) -> int:
+        """The last record judged: a judgement covers the run up to it."""
+        return self.records[-1][0]
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    run: RunToJudge
+    result: RunJudgement
+
+
+def judge(runs: Iterable[RunToJudge], policy: Policy) -> list[Judged]:
+    """Judge each run under `policy`; nothing is read or written."""
+    return [
+        Judged(run, judge_run(run.run_id, [record for _, record in run.records], policy))
+        for run in runs
+    ]
+
+
+def runs_of_records(records: Iterable[Record]) -> list[RunToJudge]:
+    """Records of interleaved runs (as a file holds them), grouped into runs in order of
+    first appearance; each record's id is its position."""
+    runs: dict[str, RunToJudge] = {}
+    for position, record in enumerate(records):
+        run = runs.get(record.run_id)
+        if run is None:
+            run = runs[record.run_id] = RunToJudge(None, record.run_id, "", [])
+        run.records.append((position, record))
+    return list(runs.values())
+
+
+def stored_runs(
+    run_pks: Iterable[int], *, through: Mapping[int, int] | None = None
+) -> list[RunToJudge]:
+    """Stored runs with their records, ordered by pk; a run with no record (or none up to
+    its pin) is left out. `through` pins runs at a record id: what a run held then is what
+    it holds now up to that record, since records are never changed or removed."""
+    pks = sorted(set(run_pks))
+    records: dict[int, list[tuple[int, Record]]] = defaultdict(list)
+    rows = (
+        TraceRecord.objects.filter(run_id__in=pks)
+        .order_by("run_id", "id")
+        .values_list("run_id", "id", "data")
+    )
+    for run_pk, record_id, data in rows.iterator(chunk_size=5000):
+        if through is not None and run_pk in through and record_id > through[run_pk]:
+            continue
+        try:
+            records[run_pk].append((record_id, parse_record(data)))
+        except RecordError:
+            # Accepted when it arrived; an engine that has grown stricter skips it, loudly.
+            log.warning("stored record %s no longer parses; skipped", record_id)
+    runs = Run.objects.filter(pk__in=pks).order_by("pk").values_list("pk", "run_id", "agent")
+    return [RunToJudge(pk, run_id, agent, records[pk]) for pk, run_id, agent in runs if records[pk]]

@@ -1,0 +1,355 @@
+"""Every change a reviewer makes to tickets: claim, assign, comment, close, reopen, one at a
+time or in bulk.
+
+Concurrency is optimistic: a change names the revision its author saw, and the one guarded
+UPDATE (`WHERE id = X AND revision = N`) lets exactly one of two simultaneous changes win.
+The loser is told who changed the ticket and how (a StaleChange), never silently
+overwritten. Every change appends an AuditEvent with the values before and after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery
+from django.utils import timezone
+
+from reviewapp.accounts.roles import WORK_TICKET
+from reviewapp.models import AuditEvent, Ticket, TicketComment
+from reviewapp.review.errors import TicketActionError
+from reviewapp.review.stamp import DataStamp
+
+# The causes a reviewer is offered; POLICY is given when a newer policy version settles tickets.
+REVIEWER_CAUSES = [
+    (value, label) for value, label in Ticket.Cause.choices if value != Ticket.Cause.POLICY
+]
+
+
+REVIEWER_CAUSE_VALUES = frozenset(value for value, _ in REVIEWER_CAUSES)
+
+
+@dataclass(frozen=True)
+class StaleChange:
+    """A change that lost: the ticket moved on since its author saw it."""
+
+    ticket: Ticket
+    last_event: AuditEvent | None
+
+    def __str__(self) -> str:
+        event = self.last_event
+        if event is None:
+            return f"Ticket #{self.ticket.pk} changed since you saw it (now revision {self.ticket.revision}); nothing was applied."
+        who = event.actor.get_username() if event.actor else "the system"
+        when = timezone.localtime(event.created_at).strftime("%H:%M:%S")
+        return (
+            f"{who} {describe(event)} at {when}: ticket #{self.ticket.pk} is now at revision "
+            f"{self.ticket.revision}, so your change was not applied."
+        )
+
+
+class StaleChangeError(Exception):
+    def __init__(self, stale: StaleChange):
+        super().__init__(str(stale))
+        self.stale = stale
+
+
+@dataclass
+class Outcome:
+    """What a change did to each ticket it named."""
+
+    changed: list[int] = field(default_factory=list)
+    stale: list[StaleChange] = field(default_factory=list)
+    refused: dict[int, str] = field(default_factory=dict)
+
+    def summary(self, verb: str) -> str:
+        parts = [f"{len(self.changed)} ticket{'s' if len(self.changed) != 1 else ''} {verb}"]
+        if self.stale:
+            parts.append(f"{len(self.stale)} changed by someone else first, left alone")
+        if self.refused:
+            parts.append(f"{len(self.refused)} skipped ({next(iter(self.refused.values()))})")
+        return "; ".join(parts) + "."
+
+
+def _audited(ticket: Ticket) -> dict[str, Any]:
+    """The audited view of a ticket: what an event's "before" and "after" record."""
+    return {
+        "state": ticket.state,
+        "assignee": ticket.assignee.get_username() if ticket.assignee else None,
+        "resolution": ticket.resolution,
+        "cause": ticket.cause,
+        "cause_text": ticket.cause_text,
+    }
+
+
+VERB_TEXT = {
+    "claimed": "claimed it",
+    "assigned": "assigned it",
+    "unassigned": "unassigned it",
+    "closed": "closed it",
+    "reopened": "reopened it",
+    "commented": "commented",
+}
+
+
+def describe(event: AuditEvent) -> str:
+    """An audit event in words, e.g. "assigned it to ravi" or "closed it as explained"."""
+    after = event.data.get("after", {})
+    text = VERB_TEXT.get(event.verb, event.verb)
+    if event.verb == "assigned" and after.get("assignee"):
+        text += f" to {after['assignee']}"
+    if event.verb == "closed" and after.get("resolution"):
+        text += f" as {after['resolution']}"
+        if after.get("cause"):
+            text += f" ({Ticket.Cause(after['cause']).label})"
+    return text
+
+
+Check = Callable[[Ticket], str | None]
+
+
+def _change(
+    expected: Mapping[int, int],
+    *,
+    actor,
+    verb: str,
+    changes: dict[str, Any],
+    refuse: Check,
+) -> Outcome:
+    """Apply `changes` to each ticket still at its expected revision and not refused,
+    one guarded UPDATE each, and audit every change; in one transaction."""
+    outcome = Outcome()
+    now = timezone.now()
+    with transaction.atomic():
+        tickets = (
+            Ticket.objects.select_related("assignee").filter(pk__in=list(expected)).order_by("pk")
+        )
+        events = []
+        lost = []
+        for ticket in tickets:
+            if ticket.revision != expected[ticket.pk]:
+                lost.append(ticket.pk)
+                continue
+            reason = refuse(ticket)
+            if reason:
+                outcome.refused[ticket.pk] = reason
+                continue
+            updated = Ticket.objects.filter(pk=ticket.pk, revision=ticket.revision).update(
+                **changes, revision=F("revision") + 1, updated_at=now
+            )
+            if not updated:
+                lost.append(ticket.pk)
+                continue
+            before = _audited(ticket)
+            for name, value in changes.items():
+                setattr(ticket, name, value)
+            events.append(
+                AuditEvent(
+                    actor=actor,
+                    verb=verb,
+                    ticket=ticket,
+                    target=f"ticket {ticket.pk}",
+                    data={
+                        "revision": ticket.revision + 1,
+                        "before": before,
+                        "after": _audited(ticket),
+                    },
+                )
+            )
+            outcome.changed.append(ticket.pk)
+        AuditEvent.objects.bulk_create(events)
+    outcome.stale = _stale_changes(lost)
+    return outcome
+
+
+def _stale_changes(ticket_ids: list[int]) -> list[StaleChange]:
+    """Who changed these tickets last, read after their change won (so it is committed)."""
+    if not ticket_ids:
+        return []
+    # The change that won, not a comment made since (comments change no revision).
+    last_event = (
+        AuditEvent.objects.filter(ticket=OuterRef("pk"))
+        .exclude(verb="commented")
+        .order_by("-id")
+        .values("id")[:1]
+    )
+    tickets = list(
+        Ticket.objects.select_related("assignee")
+        .filter(pk__in=ticket_ids)
+        .annotate(last_event_id=Subquery(last_event))
+        .order_by("pk")
+    )
+    events = AuditEvent.objects.select_related("actor").in_bulk(
+        [t.last_event_id for t in tickets if t.last_event_id]
+    )
+    return [StaleChange(ticket, events.get(ticket.last_event_id)) for ticket in tickets]
+
+
+def _single(ticket: Ticket, outcome: Outcome) -> Ticket:
+    """The result of a one-ticket change: the ticket as changed, or why it was not."""
+    if outcome.stale:
+        raise StaleChangeError(outcome.stale[0])
+    if outcome.refused:
+        raise TicketActionError(outcome.refused[ticket.pk])
+    return Ticket.objects.select_related("assignee", "closed_by").get(pk=ticket.pk)
+
+
+def _require_open(ticket: Ticket) -> str | None:
+    return None if ticket.state == Ticket.State.OPEN else "the ticket is closed"
+
+
+def ticket_claim(ticket: Ticket, *, revision: int, actor) -> Ticket:
+    def refuse(current: Ticket) -> str | None:
+        if current.assignee_id == actor.pk:
+            return "you already hold this ticket"
+        if current.assignee_id is not None:
+            return f"{current.assignee.get_username()} holds this ticket; assign it to take it over"
+        return _require_open(current)
+
+    outcome = _change(
+        {ticket.pk: revision},
+        actor=actor,
+        verb="claimed",
+        changes={"assignee": actor},
+        refuse=refuse,
+    )
+    return _single(ticket, outcome)
+
+
+def _check_assignee(assignee) -> None:
+    if assignee is not None and not assignee.has_perm(WORK_TICKET):
+        raise TicketActionError(f"{assignee.get_username()} may not work tickets")
+
+
+def tickets_assign(expected: Mapping[int, int], *, actor, assignee) -> Outcome:
+    """Assign (or, with None, unassign) each ticket still at its expected revision."""
+    _check_assignee(assignee)
+    assignee_id = assignee.pk if assignee else None
+
+    def refuse(current: Ticket) -> str | None:
+        if current.assignee_id == assignee_id:
+            return f"already with {assignee.get_username()}" if assignee else "already unassigned"
+        return None
+
+    verb = "assigned" if assignee else "unassigned"
+    return _change(expected, actor=actor, verb=verb, changes={"assignee": assignee}, refuse=refuse)
+
+
+def ticket_assign(ticket: Ticket, *, revision: int, actor, assignee) -> Ticket:
+    return _single(ticket, tickets_assign({ticket.pk: revision}, actor=actor, assignee=assignee))
+
+
+def _closing(resolution: str, cause: str, cause_text: str) -> dict[str, Any]:
+    cause_text = cause_text.strip()
+    if resolution == Ticket.Resolution.EXPLAINED:
+        # "Settled by a newer policy version" is recorded only by close_settled_by_policy.
+        if cause not in REVIEWER_CAUSE_VALUES:
+            raise TicketActionError("closing as explained needs one of the causes offered")
+        if cause == Ticket.Cause.OTHER and not cause_text:
+            raise TicketActionError("the cause “other” needs a few words saying what it was")
+    elif resolution == Ticket.Resolution.UNEXPLAINED:
+        cause = ""
+    else:
+        raise TicketActionError("close as explained or unexplained")
+    return {"resolution": resolution, "cause": cause, "cause_text": cause_text}
+
+
+def tickets_close(
+    expected: Mapping[int, int], *, actor, resolution: str, cause: str = "", cause_text: str = ""
+) -> Outcome:
+    return _close(expected, actor, _closing(resolution, cause, cause_text))
+
+
+def tickets_close_settled(expected: Mapping[int, int], *, actor, version_number: int) -> Outcome:
+    """Close as explained by a newer policy version, the one cause no reviewer picks."""
+    closing = {
+        "resolution": Ticket.Resolution.EXPLAINED,
+        "cause": Ticket.Cause.POLICY,
+        "cause_text": f"would be resolved under v{version_number}",
+    }
+    return _close(expected, actor, closing)
+
+
+def _close(expected: Mapping[int, int], actor, closing: dict[str, Any]) -> Outcome:
+    changes = {
+        **closing,
+        "state": Ticket.State.CLOSED,
+        "closed_by": actor,
+        "closed_at": timezone.now(),
+    }
+    return _change(expected, actor=actor, verb="closed", changes=changes, refuse=_require_open)
+
+
+def ticket_close(
+    ticket: Ticket, *, revision: int, actor, resolution: str, cause: str = "", cause_text: str = ""
+) -> Ticket:
+    outcome = tickets_close(
+        {ticket.pk: revision},
+        actor=actor,
+        resolution=resolution,
+        cause=cause,
+        cause_text=cause_text,
+    )
+    return _single(ticket, outcome)
+
+
+def ticket_reopen(ticket: Ticket, *, revision: int, actor) -> Ticket:
+    changes = {
+        "state": Ticket.State.OPEN,
+        "resolution": "",
+        "cause": "",
+        "cause_text": "",
+        "closed_by": None,
+        "closed_at": None,
+    }
+
+    def refuse(current: Ticket) -> str | None:
+        return "the ticket is already open" if current.state == Ticket.State.OPEN else None
+
+    outcome = _change(
+        {ticket.pk: revision}, actor=actor, verb="reopened", changes=changes, refuse=refuse
+    )
+    return _single(ticket, outcome)
+
+
+def ticket_comment(ticket: Ticket, *, actor, text: str) -> TicketComment:
+    """Comments never conflict: they add to the ticket without changing it."""
+    text = text.strip()
+    if not text:
+        raise TicketActionError("a comment needs some text")
+    with transaction.atomic():
+        comment = TicketComment.objects.create(ticket=ticket, author=actor, text=text)
+        AuditEvent.objects.create(
+            actor=actor,
+            verb="commented",
+            ticket=ticket,
+            target=f"ticket {ticket.pk}",
+            data={"comment": comment.pk},
+        )
+    return comment
+
+
+def revisions_as_seen(selected: QuerySet[Ticket], seen: DataStamp) -> dict[int, int]:
+    """The revisions the selected tickets had on a page rendered under `seen`, for a bulk
+    change of all of them: one changed since then fails, reported with who changed it, and
+    one opened since is left out. Every change bumps the revision and appends one audit
+    event (a comment only appends), so the revision seen is today's less the changes since.
+    Tickets closed before the page was rendered are not counted in."""
+    changes_since = Count(
+        "audit_events",
+        filter=Q(audit_events__id__gt=seen.newest_event) & ~Q(audit_events__verb="commented"),
+    )
+    rows = (
+        selected.filter(pk__lte=seen.newest_ticket)
+        .annotate(changes_since=changes_since)
+        .filter(Q(state=Ticket.State.OPEN) | Q(changes_since__gt=0))
+        .values_list("pk", "revision", "changes_since")
+    )
+    return {pk: revision - changes for pk, revision, changes in rows}
+
+
+def family_revisions(fingerprint: str, seen: DataStamp) -> dict[int, int]:
+    """The family's open tickets as a page rendered under `seen` showed them."""
+    return revisions_as_seen(Ticket.objects.filter(fingerprint=fingerprint), seen)

@@ -1,0 +1,200 @@
+"""The queue: which tickets the reviewer's filters select, in which order, and their
+families (tickets of alike conflicts). Every filter lives in the URL."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from datetime import date, datetime, time, timedelta
+from typing import Any
+
+from django.db.models import Count, Max, Q, QuerySet
+from django.utils import timezone
+
+from reviewapp.models import Ticket
+from reviewapp.review.stamp import cached, data_stamp
+
+ASSIGNEE_ME, ASSIGNEE_NONE = "me", "unassigned"
+SORTS: dict[str, tuple[str, ...]] = {
+    "newest": ("-created_at", "-id"),
+    "oldest": ("created_at", "id"),
+    "unsafe": ("-unsafe", "-created_at", "-id"),
+    "reason": ("reason", "-created_at", "-id"),
+    "field": ("field", "-created_at", "-id"),
+}
+
+
+SORT_LABELS = {
+    "newest": "newest first",
+    "oldest": "oldest first",
+    "unsafe": "unsafe first",
+    "reason": "by reason",
+    "field": "by field",
+}
+
+
+# Counted filter dimensions: name in the URL -> model field counted.
+FACETS = {
+    "state": "state",
+    "reason": "reason",
+    "finding_kind": "finding_kind",
+    "field": "field",
+    "action": "action",
+    "source": "sources",
+    "unsafe": "unsafe",
+    "assignee": "assignee",
+    "agent": "agent",
+}
+
+
+@dataclass(frozen=True)
+class QueueFilters:
+    """What the queue shows; every value comes from the URL, "" means any."""
+
+    state: str = Ticket.State.OPEN
+    reason: str = ""
+    finding_kind: str = ""
+    field: str = ""
+    action: str = ""
+    source: str = ""
+    unsafe: str = ""  # "yes", "no" or ""
+    assignee: str = ""  # a username, ASSIGNEE_ME, ASSIGNEE_NONE or ""
+    agent: str = ""
+    family: str = ""  # a fingerprint
+    created_from: date | None = None
+    created_to: date | None = None
+    sort: str = "newest"
+    group: str = ""  # "family": families with their sizes instead of tickets
+
+    def as_params(self) -> dict[str, str]:
+        """The URL parameters that give these filters back (defaults left out)."""
+        params = {}
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if value != item.default:
+                params[item.name] = value.isoformat() if isinstance(value, date) else str(value)
+        # An explicit "any state" must survive the round trip, since open is the default.
+        if self.state == "":
+            params["state"] = "any"
+        return params
+
+
+def queue_filters(params: Mapping[str, str]) -> QueueFilters:
+    """Read filters from URL parameters; a value that cannot be understood is ignored."""
+    values: dict[str, Any] = {}
+    for item in fields(QueueFilters):
+        raw = (params.get(item.name) or "").strip()
+        if not raw:
+            continue
+        if item.name in ("created_from", "created_to"):
+            try:
+                values[item.name] = date.fromisoformat(raw)
+            except ValueError:
+                continue
+        elif item.name == "state":
+            values["state"] = "" if raw == "any" else raw
+        elif item.name == "sort":
+            if raw in SORTS:
+                values["sort"] = raw
+        elif item.name == "unsafe":
+            if raw in ("yes", "no"):
+                values["unsafe"] = raw
+        elif item.name == "group":
+            if raw == "family":
+                values["group"] = raw
+        else:
+            values[item.name] = raw[:200]
+    return QueueFilters(**values)
+
+
+def _contains_source(source: str) -> Q:
+    # `sources` is a sorted, comma-joined list: match one whole element.
+    return (
+        Q(sources=source)
+        | Q(sources__startswith=f"{source},")
+        | Q(sources__endswith=f",{source}")
+        | Q(sources__contains=f",{source},")
+    )
+
+
+def _day_start(day: date) -> datetime:
+    return timezone.make_aware(datetime.combine(day, time.min))
+
+
+def filtered_tickets(filters: QueueFilters, user) -> QuerySet[Ticket]:
+    """The tickets the filters select, unordered."""
+    query = counted_selection(filters, user)
+    if filters.family:
+        query &= Q(fingerprint=filters.family)
+    if filters.created_from:
+        query &= Q(created_at__gte=_day_start(filters.created_from))
+    if filters.created_to:
+        query &= Q(created_at__lt=_day_start(filters.created_to + timedelta(days=1)))
+    return Ticket.objects.filter(query)
+
+
+def counted_selection(filters: QueueFilters, user) -> Q:
+    """The filters on the counted dimensions (FACETS): the same Q selects tickets and the
+    kept combinations of their values (TicketCombinationDelta has Ticket's field names)."""
+    query = Q()
+    for name in ("state", "reason", "finding_kind", "field", "action", "agent"):
+        value = getattr(filters, name)
+        if value:
+            query &= Q(**{name: value})
+    if filters.source:
+        query &= _contains_source(filters.source)
+    if filters.unsafe:
+        query &= Q(unsafe=filters.unsafe == "yes")
+    if filters.assignee == ASSIGNEE_ME:
+        query &= Q(assignee=user)
+    elif filters.assignee == ASSIGNEE_NONE:
+        query &= Q(assignee__isnull=True)
+    elif filters.assignee:
+        query &= Q(assignee__username=filters.assignee)
+    return query
+
+
+def queue_page(filters: QueueFilters, user, *, number: int, per_page: int) -> QuerySet[Ticket]:
+    """One page of the filtered queue, sorted (read when used: ask for the columns shown)."""
+    start = (max(number, 1) - 1) * per_page
+    tickets = filtered_tickets(filters, user).order_by(*SORTS[filters.sort])
+    return tickets[start : start + per_page]
+
+
+def queue_version(filters: QueueFilters, user) -> str:
+    """A name for the tickets these filters select, as they are now: it changes whenever
+    any ticket is opened or changed, so nothing cached under it is ever stale."""
+    who = user.pk if filters.assignee == ASSIGNEE_ME else None
+    selection = replace(filters, sort="newest", group="").as_params()
+    identity = repr((data_stamp().text, who, sorted(selection.items())))
+    return hashlib.sha256(identity.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Family:
+    fingerprint: str
+    label: str
+    size: int
+    unsafe: int
+
+
+def families(filters: QueueFilters, user, *, limit: int, version: str) -> list[Family]:
+    """The filtered tickets grouped by fingerprint family, largest first; `version` is
+    the filters' queue_version."""
+
+    def count() -> list[Family]:
+        rows = (
+            filtered_tickets(filters, user)
+            .order_by()
+            .values("fingerprint")
+            .annotate(
+                size=Count("id"),
+                unsafe=Count("id", filter=Q(unsafe=True)),
+                label=Max("fingerprint_label"),
+            )
+            .order_by("-size", "fingerprint")[:limit]
+        )
+        return [Family(r["fingerprint"], r["label"], r["size"], r["unsafe"]) for r in rows]
+
+    return cached(f"tickets:families:{limit}:{version}", count)
