@@ -84,11 +84,23 @@ class _Member:
 
 
 def _blocking_errors(observation: Observation, field: FieldPolicy) -> bool:
+    """An error concerning the field (string error, object error naming it or no field, the
+    fallback marker) whose code is not harmless for it: a partial result."""
     if not observation.errors and not observation.fallback:
         return False
     return any(
         error.code not in field.harmless_errors
         for error in observation.errors_concerning(field.name)
+    )
+
+
+def _blocking_error_names(observation: Observation, field: FieldPolicy) -> bool:
+    """A blocking object error with this very `field`: the source said the field failed.
+
+    A string error, an object error without `field` and the fallback marker name no field."""
+    return any(
+        error.field == field.name and error.code not in field.harmless_errors
+        for error in observation.errors
     )
 
 
@@ -189,6 +201,9 @@ def judge_run(run_id: str, records: Sequence[Record], policy: Policy) -> RunJudg
 
     decision_fields = [policy.field_policy(name) for name in policy.decision_fields]
     groups: dict[tuple[str | None, str], list[_Member]] = {}
+    # Groups in which some observation says something about the field itself: a value, or a
+    # blocking error naming it. Errors alone say nothing about a field nobody returned.
+    evidenced: set[tuple[str | None, str]] = set()
     first_position: dict[tuple[str | None, str], int] = {}
     last_position: dict[tuple[str | None, str], int] = {}
     seen_observation_ids: set[str] = set()
@@ -226,6 +241,8 @@ def judge_run(run_id: str, records: Sequence[Record], policy: Policy) -> RunJudg
                 first_position[key] = position
             groups[key].append(_Member(observation, value, mismatch))
             last_position[key] = position
+            if value is not ABSENT or _blocking_error_names(observation, field):
+                evidenced.add(key)
 
     for event_observations in by_event.values():
         if len(event_observations) > 1:
@@ -238,7 +255,7 @@ def judge_run(run_id: str, records: Sequence[Record], policy: Policy) -> RunJudg
     ordered_groups = sorted(groups, key=lambda key: (first_position[key], key[1]))
     for entity, field_name in ordered_groups:
         members = groups[(entity, field_name)]
-        if len(members) < 2:
+        if len(members) < 2 or (entity, field_name) not in evidenced:
             continue
         field = fields_by_name[field_name]
         following = bisect_right(action_positions, last_position[(entity, field_name)])
