@@ -107,12 +107,12 @@ def _blocking_error_names(observation: Observation, field: FieldPolicy) -> bool:
 def _apply_rule(rule: Rule, members: list[_Member], normalized: list[Any]) -> Any:
     """The chosen raw value when the rule resolves the group, ABSENT when it does not apply."""
     if rule.kind == "higher-source-revision":
-        # Observations that all name no domain share that (unnamed) domain, as the source
-        # article's rule has it; a rule that names a domain still needs it named.
+        # Revisions compare only inside one named domain: an observation that names none has
+        # no comparable revision, even beside others that name none either.
         domains = {m.observation.revision_domain for m in members}
-        domain = next(iter(domains))
-        if len(domains) != 1:
+        if len(domains) != 1 or None in domains:
             return ABSENT
+        domain = next(iter(domains))
         if rule.revision_domain is not None and rule.revision_domain != domain:
             return ABSENT
         revisions = [m.observation.source_revision for m in members]

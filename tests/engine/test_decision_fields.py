@@ -1,4 +1,5 @@
-"""spec/policy.md, Decision fields: errors alone say nothing about a field nobody returned."""
+"""spec/policy.md, Decision fields and higher-source-revision: errors alone say nothing about
+a field nobody returned, and a revision without a domain is never ordered."""
 
 from tests.engine.helpers import action, call, judge, obs, only_verdict, resolution
 
@@ -107,3 +108,63 @@ def test_an_unjudged_group_is_not_compared_with_the_agents_resolution():
     lines = [*failed_twice(["DOWN"], ["DOWN"]), resolution(kind="conflict")]
     judgement = judge(lines, TWO_FIELDS)
     assert (judgement.verdicts, judgement.findings) == ((), ())
+
+
+NEWEST = {"id": "newest", "kind": "higher-source-revision", "field": "status"}
+OWNER = {"id": "owner", "kind": "authoritative-source", "field": "status", "source": "ledger"}
+
+
+def revised(*observations: dict) -> list[dict]:
+    return [
+        obs(f"o{index}", source, status=status, **extra)
+        for index, (source, status, extra) in enumerate(observations, start=1)
+    ]
+
+
+def test_revisions_without_a_domain_are_never_ordered():
+    lines = revised(
+        ("ledger", "paid", {"sourceRevision": 7}), ("search", "refunded", {"sourceRevision": 9})
+    )
+    verdict = only_verdict(judge(lines, {"rules": [NEWEST]}))
+    assert (verdict["kind"], verdict["reason"], verdict["rule"]) == (
+        "conflict",
+        "no-approved-precedence",
+        None,
+    )
+
+
+def test_one_observation_without_a_domain_keeps_the_rule_out():
+    lines = revised(
+        ("ledger", "paid", {"sourceRevision": 7, "revisionDomain": "payments"}),
+        ("refunds", "paid", {"sourceRevision": 8, "revisionDomain": "payments"}),
+        ("search", "refunded", {"sourceRevision": 9}),
+    )
+    assert only_verdict(judge(lines, {"rules": [NEWEST]}))["kind"] == "conflict"
+    named = {"rules": [{**NEWEST, "revisionDomain": "payments"}]}
+    assert only_verdict(judge(lines, named))["kind"] == "conflict"
+    lines[2]["revisionDomain"] = "payments"
+    verdict = only_verdict(judge(lines, named))
+    assert (verdict["kind"], verdict["rule"], verdict["value"]) == (
+        "resolved",
+        "newest",
+        "refunded",
+    )
+
+
+def test_a_rule_that_does_not_apply_passes_to_the_next():
+    lines = revised(
+        ("ledger", "paid", {"sourceRevision": 1}), ("search", "refunded", {"sourceRevision": 9})
+    )
+    verdict = only_verdict(judge(lines, {"rules": [NEWEST, OWNER]}))
+    assert (verdict["kind"], verdict["rule"], verdict["value"]) == ("resolved", "owner", "paid")
+
+
+def test_a_rule_naming_a_domain_needs_every_observation_in_it():
+    in_search = revised(
+        ("ledger", "paid", {"sourceRevision": 7, "revisionDomain": "search"}),
+        ("search", "refunded", {"sourceRevision": 9, "revisionDomain": "search"}),
+    )
+    named = {"rules": [{**NEWEST, "revisionDomain": "search"}]}
+    assert only_verdict(judge(in_search, named))["value"] == "refunded"
+    payments = {"rules": [{**NEWEST, "revisionDomain": "payments"}]}
+    assert only_verdict(judge(in_search, payments))["reason"] == "no-approved-precedence"

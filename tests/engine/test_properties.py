@@ -66,7 +66,9 @@ def observation_lines(draw, index: int):
         "sourceRevision": draw(st.integers(1, 4)),
         "completedAt": draw(timestamps),
     }
-    line["revisionDomain"] = draw(st.sampled_from(["payments", "search"]))
+    domain = draw(st.sampled_from(["payments", "search", None]))
+    if domain is not None:
+        line["revisionDomain"] = domain
     for field in FIELDS:
         if draw(st.booleans()):
             line[field] = draw(st.sampled_from(["paid", "PAID", "refunded", 1, 2, None]))
@@ -170,6 +172,25 @@ def test_an_observation_with_only_errors_naming_other_fields_adds_no_verdict(
     assert [v for v in after.verdicts if v.field in others] == [
         v for v in before.verdicts if v.field in others
     ]
+
+
+@given(runs())
+def test_a_group_with_a_domain_less_observation_is_never_resolved_by_revision(lines):
+    by_id = {line["observationId"]: line for line in lines if "observationId" in line}
+    for verdict in judged(lines).verdicts:
+        if verdict.rule != "rev":
+            continue
+        domains = {by_id[i].get("revisionDomain") for i in verdict.evidence}
+        assert None not in domains
+        assert len(domains) == 1
+        revisions = sorted(by_id[i]["sourceRevision"] for i in verdict.evidence)
+        assert revisions[-1] > revisions[-2]
+
+
+@given(runs())
+def test_removing_every_revision_domain_leaves_no_verdict_to_the_revision_rule(lines):
+    stripped = [{k: v for k, v in line.items() if k != "revisionDomain"} for line in lines]
+    assert all(v.rule != "rev" for v in judged(stripped).verdicts)
 
 
 @given(runs(), st.randoms(use_true_random=False))
