@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -212,6 +213,11 @@ def decode_line(raw: bytes | str) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         message = exc.msg.removesuffix(" at")
         raise RecordError(f"not valid JSON: {message} at column {exc.colno}") from None
+    except ValueError:
+        # int() refuses more digits than sys.get_int_max_str_digits() allows.
+        raise RecordError(
+            f"integer too large (more than {sys.get_int_max_str_digits()} digits)"
+        ) from None
     if not isinstance(obj, dict):
         raise RecordError(f"not a JSON object but {json_type_name(obj)}")
     if _SURROGATE_ESCAPE.search(text):
