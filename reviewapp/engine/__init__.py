@@ -1,8 +1,9 @@
-"""The verdict engine: pure Python, standard library only.
+"""The verdict engine: pure Python, the standard library plus msgspec.
 
-Frozen dataclasses in, verdicts out. Nothing here imports Django, any other part of
-reviewapp, or does I/O; tests/engine/test_purity.py fails the build if it does. Everything
-else in Crosscheck is plumbing around this oracle.
+Frozen records in, verdicts out. msgspec decodes lines and checks records (records.py);
+it does no I/O. Nothing here imports Django, any other third-party package, any other part
+of reviewapp, or does I/O; tests/engine/test_purity.py fails the build if it does.
+Everything else in Crosscheck is plumbing around this oracle.
 """
 
 from .findings import Finding

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 
-@dataclass(frozen=True, slots=True)
-class Finding:
+
+class Finding(msgspec.Struct, frozen=True, gc=False):
     kind: str
     evidence: tuple[str, ...]
 

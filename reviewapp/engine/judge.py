@@ -8,14 +8,16 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from .findings import Finding, FindingCollector
-from .normalize import canonical
+from .normalize import canonical, json_equal
 from .policy import FieldPolicy, Policy, Rule
 from .records import (
     ABSENT,
+    RESERVED_OBSERVATION_KEYS,
     AgentAction,
     Observation,
     Record,
@@ -32,8 +34,7 @@ REVIEW_REQUIRED = "review-required"
 NO_APPROVED_PRECEDENCE = "no-approved-precedence"
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
+class Verdict(msgspec.Struct, frozen=True, gc=False):
     entity: str | None
     field: str
     action: str | None
@@ -58,8 +59,7 @@ class Verdict:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class RunJudgement:
+class RunJudgement(msgspec.Struct, frozen=True, gc=False):
     run_id: str
     policy_version: int | None
     verdicts: tuple[Verdict, ...]
@@ -74,8 +74,7 @@ class RunJudgement:
         }
 
 
-@dataclass(slots=True)
-class _Member:
+class _Member(msgspec.Struct, gc=False):
     """An observation inside one group, with what the group needs to know about it."""
 
     observation: Observation
@@ -83,7 +82,22 @@ class _Member:
     identity_mismatch: bool
 
 
+class _Group(msgspec.Struct, gc=False):
+    """The observations of one (entity, field), in line order."""
+
+    entity: str | None
+    field: FieldPolicy
+    first: int  # line position of its first observation
+    last: int  # and of its last
+    members: list[_Member]
+    # Some member returned the field, or a blocking error names it: errors alone say
+    # nothing about a field nobody returned (spec/policy.md, Decision fields).
+    said: bool = False
+
+
 def _blocking_errors(observation: Observation, field: FieldPolicy) -> bool:
+    """An error concerning the field (string error, object error naming it or no field, the
+    fallback marker) whose code is not harmless for it: a partial result."""
     if not observation.errors and not observation.fallback:
         return False
     return any(
@@ -92,15 +106,25 @@ def _blocking_errors(observation: Observation, field: FieldPolicy) -> bool:
     )
 
 
+def _blocking_error_names(observation: Observation, field: FieldPolicy) -> bool:
+    """A blocking object error with this very `field`: the source said the field failed.
+
+    A string error, an object error without `field` and the fallback marker name no field."""
+    return any(
+        error.field == field.name and error.code not in field.harmless_errors
+        for error in observation.errors
+    )
+
+
 def _apply_rule(rule: Rule, members: list[_Member], normalized: list[Any]) -> Any:
     """The chosen raw value when the rule resolves the group, ABSENT when it does not apply."""
     if rule.kind == "higher-source-revision":
-        # Observations that all name no domain share that (unnamed) domain, as the source
-        # article's rule has it; a rule that names a domain still needs it named.
+        # Revisions compare only inside one named domain: an observation that names none has
+        # no comparable revision, even beside others that name none either.
         domains = {m.observation.revision_domain for m in members}
-        domain = next(iter(domains))
-        if len(domains) != 1:
+        if len(domains) != 1 or None in domains:
             return ABSENT
+        domain = next(iter(domains))
         if rule.revision_domain is not None and rule.revision_domain != domain:
             return ABSENT
         revisions = [m.observation.source_revision for m in members]
@@ -114,7 +138,7 @@ def _apply_rule(rule: Rule, members: list[_Member], normalized: list[Any]) -> An
         owned = [i for i, m in enumerate(members) if m.observation.source == rule.source]
         if not owned:
             return ABSENT
-        if len({canonical(normalized[i]) for i in owned}) != 1:
+        if not _all_equal([normalized[i] for i in owned]):
             return ABSENT
         if rule.unless_values:
             unless = {canonical(v) for v in rule.unless_values}
@@ -124,17 +148,26 @@ def _apply_rule(rule: Rule, members: list[_Member], normalized: list[Any]) -> An
     return ABSENT
 
 
+def _all_equal(values: list[Any]) -> bool:
+    first = values[0]
+    return all(json_equal(first, value) for value in values[1:])
+
+
 def _verdict_for_group(
     members: list[_Member], field: FieldPolicy, policy: Policy, action: str | None
 ) -> tuple[str, str | None, str | None, Any]:
     """(kind, reason, rule id, value) by the first matching step of spec/policy.md."""
-    if policy.identity_mode == "blocking" and any(m.identity_mismatch for m in members):
-        return CONFLICT, IDENTITY_MISMATCH, None, None
-    if any(_blocking_errors(m.observation, field) for m in members):
-        return CONFLICT, PARTIAL_RESULT, None, None
+    if policy.identity_mode == "blocking":
+        for member in members:
+            if member.identity_mismatch:
+                return CONFLICT, IDENTITY_MISMATCH, None, None
+    for member in members:
+        observation = member.observation
+        if (observation.errors or observation.fallback) and _blocking_errors(observation, field):
+            return CONFLICT, PARTIAL_RESULT, None, None
     normalize = field.normalizer.normalize
     normalized = [normalize(m.value) for m in members]
-    if len({canonical(v) for v in normalized}) == 1:
+    if _all_equal(normalized):
         return CONFIRMED, None, None, normalized[0]
     for rule in policy.rules:
         if not rule.matches(field.name, action):
@@ -156,11 +189,21 @@ def _agent_disagrees(resolution: Resolution, verdict: Verdict, field: FieldPolic
     if chosen is None:
         return False
     normalize = field.normalizer.normalize
-    return canonical(normalize(chosen)) != canonical(normalize(verdict.value))
+    return not json_equal(normalize(chosen), normalize(verdict.value))
+
+
+def _decision_fields(policy: Policy) -> tuple[FieldPolicy, ...]:
+    return tuple(policy.field_policy(name) for name in policy.decision_fields)
 
 
 def judge_run(run_id: str, records: Sequence[Record], policy: Policy) -> RunJudgement:
     """Judge one run's records, given in recording (line) order, under `policy`."""
+    return _judge_run(run_id, records, policy, _decision_fields(policy))
+
+
+def _judge_run(
+    run_id: str, records: Sequence[Record], policy: Policy, fields: tuple[FieldPolicy, ...]
+) -> RunJudgement:
     calls: dict[str, ToolCall] = {}
     call_list: list[ToolCall] = []
     observations: list[tuple[int, Observation]] = []
@@ -170,27 +213,27 @@ def judge_run(run_id: str, records: Sequence[Record], policy: Policy) -> RunJudg
     resolution: Resolution | None = None
     collector = FindingCollector()
 
+    # Records are the engine's own final classes: their exact class says what they are.
     for position, record in enumerate(records):
-        if isinstance(record, Observation):
+        kind = record.__class__
+        if kind is Observation:
             observations.append((position, record))
-        elif isinstance(record, ToolCall):
+        elif kind is ToolCall:
             call_list.append(record)
             if record.tool_call_id in calls:
                 collector.add("duplicate-tool-call-id", [record.tool_call_id])
             else:
                 calls[record.tool_call_id] = record
-        elif isinstance(record, AgentAction):
+        elif kind is AgentAction:
             action_positions.append(position)
             action_names.append(record.name)
-        elif isinstance(record, Resolution):
+        elif kind is Resolution:
             resolution = record
-        elif isinstance(record, RunStarted) and subject is None:
+        elif kind is RunStarted and subject is None:
             subject = dict(record.subject)
 
-    decision_fields = [policy.field_policy(name) for name in policy.decision_fields]
-    groups: dict[tuple[str | None, str], list[_Member]] = {}
-    first_position: dict[tuple[str | None, str], int] = {}
-    last_position: dict[tuple[str | None, str], int] = {}
+    report_only = policy.identity_mode == "report-only"
+    groups: dict[tuple[str | None, str], _Group] = {}
     seen_observation_ids: set[str] = set()
     by_event: dict[str, list[Observation]] = defaultdict(list)
 
@@ -202,30 +245,47 @@ def judge_run(run_id: str, records: Sequence[Record], policy: Policy) -> RunJudg
             by_event[observation.event_id].append(observation)
 
         call = calls.get(observation.tool_call_id) if observation.tool_call_id else None
-        if calls and call is None:
-            collector.add("orphan-observation", [observation.observation_id])
-        requested = call.entity if call is not None else None
-        mismatch = (
-            requested is not None
-            and observation.entity is not None
-            and observation.entity != requested
-        )
-        if mismatch and policy.identity_mode == "report-only":
-            collector.add("identity-mismatch", [observation.observation_id])
-        # Grouped by what the call asked for; only an observation joined to no call falls
-        # back on the identity its response claims.
-        entity = observation.entity if call is None else requested
+        if call is None:
+            if calls:
+                collector.add("orphan-observation", [observation.observation_id])
+            # Only an observation joined to no call falls back on the identity its
+            # response claims; the others are grouped by what their call asked for.
+            entity, mismatch = observation.entity, False
+        else:
+            entity = call.entity
+            mismatch = (
+                entity is not None
+                and observation.entity is not None
+                and observation.entity != entity
+            )
+            if mismatch and report_only:
+                collector.add("identity-mismatch", [observation.observation_id])
 
-        for field in decision_fields:
-            value = observation.value_for(field.name)
-            if value is ABSENT and not _blocking_errors(observation, field):
+        # The value of each decision field, first found (Observation.value_for, inlined).
+        own_field, raw, data = observation.field, observation.value, observation.data
+        nested = raw if isinstance(raw, dict) else None
+        troubled = bool(observation.errors) or observation.fallback
+        for field in fields:
+            name = field.name
+            if own_field == name:
+                value = None if raw is ABSENT else raw
+            elif nested is not None and name in nested:
+                value = nested[name]
+            elif name in data and name not in RESERVED_OBSERVATION_KEYS:
+                value = data[name]
+            elif troubled and _blocking_errors(observation, field):
+                value = ABSENT
+            else:
                 continue
-            key = (entity, field.name)
-            if key not in groups:
-                groups[key] = []
-                first_position[key] = position
-            groups[key].append(_Member(observation, value, mismatch))
-            last_position[key] = position
+            group = groups.get((entity, name))
+            if group is None:
+                group = groups[(entity, name)] = _Group(entity, field, position, position, [])
+            group.members.append(_Member(observation, value, mismatch))
+            group.last = position
+            if not group.said and (
+                value is not ABSENT or _blocking_error_names(observation, field)
+            ):
+                group.said = True
 
     for event_observations in by_event.values():
         if len(event_observations) > 1:
@@ -233,54 +293,51 @@ def judge_run(run_id: str, records: Sequence[Record], policy: Policy) -> RunJudg
             if len(payloads) > 1:
                 collector.add("event-body-mismatch", [o.observation_id for o in event_observations])
 
+    judged = [g for g in groups.values() if g.said and len(g.members) > 1]
+    judged.sort(key=lambda g: (g.first, g.field.name))
     verdicts = []
-    fields_by_name = {f.name: f for f in decision_fields}
-    ordered_groups = sorted(groups, key=lambda key: (first_position[key], key[1]))
-    for entity, field_name in ordered_groups:
-        members = groups[(entity, field_name)]
-        if len(members) < 2:
-            continue
-        field = fields_by_name[field_name]
-        following = bisect_right(action_positions, last_position[(entity, field_name)])
+    safe_actions = policy.safe_actions
+    for group in judged:
+        following = bisect_right(action_positions, group.last)
         action = action_names[following] if following < len(action_names) else None
-        kind, reason, rule_id, value = _verdict_for_group(members, field, policy, action)
+        kind, reason, rule_id, value = _verdict_for_group(
+            group.members, group.field, policy, action
+        )
         verdicts.append(
             Verdict(
-                entity=entity,
-                field=field_name,
-                action=action,
-                kind=kind,
-                reason=reason,
-                rule=rule_id,
-                value=value,
-                evidence=tuple(m.observation.observation_id for m in members),
-                unsafe=kind == CONFLICT
-                and action is not None
-                and action not in policy.safe_actions,
+                group.entity,
+                group.field.name,
+                action,
+                kind,
+                reason,
+                rule_id,
+                value,
+                tuple([m.observation.observation_id for m in group.members]),
+                kind == CONFLICT and action is not None and action not in safe_actions,
             )
         )
     if resolution is not None:
         disputed = set(resolution.disputed_fields)
-        for verdict in verdicts:
+        for verdict, group in zip(verdicts, judged, strict=True):
             if disputed and verdict.field not in disputed:
                 continue
-            if _agent_disagrees(resolution, verdict, fields_by_name[verdict.field]):
+            if _agent_disagrees(resolution, verdict, group.field):
                 collector.add("agent-resolution-disagrees", verdict.evidence)
 
     if policy.trajectory is not None:
         trajectory_findings(call_list, subject or {}, policy.trajectory, collector)
 
-    return RunJudgement(
-        run_id=run_id,
-        policy_version=policy.version,
-        verdicts=tuple(verdicts),
-        findings=tuple(collector.findings()),
-    )
+    return RunJudgement(run_id, policy.version, tuple(verdicts), tuple(collector.findings()))
 
 
 def judge_runs(records: Iterable[Record], policy: Policy) -> list[RunJudgement]:
     """Judge every run of an interleaved record stream, runs in order of first appearance."""
     runs: dict[str, list[Record]] = {}
     for record in records:
-        runs.setdefault(record.run_id, []).append(record)
-    return [judge_run(run_id, run_records, policy) for run_id, run_records in runs.items()]
+        run = runs.get(record.run_id)
+        if run is None:
+            runs[record.run_id] = [record]
+        else:
+            run.append(record)
+    fields = _decision_fields(policy)
+    return [_judge_run(run_id, run_records, policy, fields) for run_id, run_records in runs.items()]

@@ -1,13 +1,22 @@
 """Native trace records (spec/traces.md): decoding one line and checking it into a
-frozen dataclass, or refusing it with a one-line reason."""
+frozen record, or refusing it with a one-line reason.
+
+msgspec does the work of every line that is well formed: it decodes the JSON, and checks
+the typed keys of each record type against a schema. Whatever it refuses, or cannot
+decide alone, goes through the checker in plain Python, which is the reference: it gives
+the reason a user reads, and the fast path never accepts a line it would refuse
+(tests/engine/test_records.py holds both to that).
+"""
 
 from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal
+
+import msgspec
 
 
 class RecordError(ValueError):
@@ -38,16 +47,20 @@ ENTITY_ARGUMENT_KEYS = ("entity", "orderId", "sku", "customerId", "accountId", "
 OUTCOMES = frozenset({"success", "failure", "unknown"})
 
 
-@dataclass(frozen=True, slots=True)
-class RunStarted:
+class _Frozen(msgspec.Struct, frozen=True, gc=False):
+    """Base of the engine's records: immutable, compared field by field, cheap to build.
+
+    Untracked by the garbage collector: a record refers to decoded JSON, never back."""
+
+
+class RunStarted(_Frozen):
     run_id: str
     agent: str | None
     subject: Mapping[str, Any]
     started_at: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCall:
+class ToolCall(_Frozen):
     run_id: str
     tool_call_id: str
     tool: str
@@ -62,8 +75,7 @@ class ToolCall:
     completed_at: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class ObservationError:
+class ObservationError(_Frozen):
     code: str | None
     message: str | None
     field: str | None  # None: the error concerns every field
@@ -72,8 +84,7 @@ class ObservationError:
 FALLBACK_ERROR = ObservationError(code="FALLBACK", message="cached fallback value", field=None)
 
 
-@dataclass(frozen=True, slots=True)
-class Observation:
+class Observation(_Frozen):
     run_id: str
     observation_id: str
     tool_call_id: str | None
@@ -111,8 +122,7 @@ class Observation:
         return (*found, FALLBACK_ERROR) if self.fallback else found
 
 
-@dataclass(frozen=True, slots=True)
-class Resolution:
+class Resolution(_Frozen):
     run_id: str
     kind: str | None
     reason: str | None
@@ -130,8 +140,7 @@ class Resolution:
         return self.value if self.value is not None else self.status
 
 
-@dataclass(frozen=True, slots=True)
-class AgentAction:
+class AgentAction(_Frozen):
     run_id: str
     name: str
     arguments: Mapping[str, Any]
@@ -187,8 +196,72 @@ def json_type_name(value: Any) -> str:
     return _JSON_TYPE_NAMES.get(type(value), type(value).__name__)
 
 
+# Deeper than this, the exact decoder decides (as deep as its own limit, today's rule).
+_FAST_DEPTH = 200
+_decode_json = msgspec.json.Decoder().decode
+_JSON_SPACE = b" \t\n\r"
+_JSON_SPACE_TEXT = str.maketrans("", "", _JSON_SPACE.decode())
+
+
+class _TooDeep(Exception):
+    pass
+
+
+def _count_keys(container: dict | list, depth: int) -> int:
+    """Keys of every object in `container`, however nested; _TooDeep past _FAST_DEPTH."""
+    if depth > _FAST_DEPTH:
+        raise _TooDeep
+    if container.__class__ is dict:
+        keys, items = len(container), container.values()
+    else:
+        keys, items = 0, container
+    for item in items:
+        kind = item.__class__
+        if (kind is dict or kind is list) and item:
+            keys += _count_keys(item, depth + 1)
+    return keys
+
+
+def _keys_all_kept(raw: bytes | str, obj: dict[str, Any]) -> bool:
+    """True when decoding kept every key of `raw`: then no key was repeated.
+
+    msgspec, like most decoders, keeps the last of duplicate keys. Every key of the text
+    ends with a quote, JSON white space and a colon: with the white space taken out, the
+    quote-colon pairs bound the keys of the text from above, and when that bound equals
+    the keys decoded, none was dropped. A string that holds such a pair only loosens the
+    bound, and a loose bound sends the line to the exact decoder: never a wrong answer,
+    only a slower one. Past _FAST_DEPTH, the exact decoder decides too.
+    """
+    if raw.__class__ is bytes:
+        bound = raw.translate(None, _JSON_SPACE).count(b'":')
+    elif raw.__class__ is str:
+        bound = raw.translate(_JSON_SPACE_TEXT).count('":')
+    else:
+        return False
+    try:
+        return _count_keys(obj, 1) == bound
+    except _TooDeep:
+        return False
+
+
 def decode_line(raw: bytes | str) -> dict[str, Any]:
-    """Decode one line of JSON Lines strictly: one object, UTF-8, no NaN, no duplicate keys."""
+    """Decode one line of JSON Lines strictly: one object, UTF-8, no NaN, no duplicate keys.
+
+    msgspec decodes; it refuses invalid UTF-8, NaN and Infinity, numbers out of range,
+    control characters and unpaired surrogate escapes by itself. A line it refuses, or
+    whose keys or depth it cannot vouch for, is decoded again by the exact decoder, which
+    refuses it with the reason to show (or accepts it, where msgspec is narrower)."""
+    try:
+        obj = _decode_json(raw)
+    except (msgspec.MsgspecError, RecursionError, UnicodeError):
+        return _decode_line_exactly(raw)
+    if obj.__class__ is dict and _keys_all_kept(raw, obj):
+        return obj
+    return _decode_line_exactly(raw)
+
+
+def _decode_line_exactly(raw: bytes | str) -> dict[str, Any]:
+    """The reference decoder (standard library): slow, exact, and the source of reasons."""
     if isinstance(raw, bytes):
         try:
             text = raw.decode("utf-8")
@@ -212,6 +285,11 @@ def decode_line(raw: bytes | str) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         message = exc.msg.removesuffix(" at")
         raise RecordError(f"not valid JSON: {message} at column {exc.colno}") from None
+    except ValueError:
+        # int() refuses more digits than sys.get_int_max_str_digits() allows.
+        raise RecordError(
+            f"integer too large (more than {sys.get_int_max_str_digits()} digits)"
+        ) from None
     if not isinstance(obj, dict):
         raise RecordError(f"not a JSON object but {json_type_name(obj)}")
     if _SURROGATE_ESCAPE.search(text):
@@ -372,8 +450,8 @@ _BUILDERS = {
 }
 
 
-def parse_record(obj: Mapping[str, Any]) -> Record:
-    """Check a decoded record against the trace format and build its dataclass."""
+def _check_record(obj: Mapping[str, Any]) -> Record:
+    """The reference checker (plain Python): the record, or RecordError with the reason."""
     run_id = _expect(obj, "runId", str, required=True)
     record_type = _expect(obj, "type", str, required=True)
     builder = _BUILDERS.get(record_type)
@@ -383,6 +461,219 @@ def parse_record(obj: Mapping[str, Any]) -> Record:
         return builder(obj, run_id)
     except RecordError as exc:
         raise RecordError(f"{record_type}: {exc}") from None
+
+
+# --- the fast path: msgspec checks the typed keys ----------------------------------
+#
+# One schema per record type, tagged by "type", typed as spec/traces.md says. Keys that hold
+# objects or lists are typed Any and checked below in Python: msgspec.convert would also
+# take a tuple for a list or any mapping for an object, which a JSON document never holds
+# and the reference checker refuses. A record the schema or those checks refuse goes to
+# the reference checker, which gives the reason (or accepts what the schema is narrower
+# about: an integer beyond 64 bits, a subclass of dict).
+
+_NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
+
+
+class _Schema(msgspec.Struct, rename="camel", tag_field="type", gc=False):
+    run_id: _NonEmpty
+
+
+class _RunStartedSchema(_Schema, tag="run_started"):
+    agent: str | None = None
+    subject: Any = None
+    started_at: str | None = None
+
+    def build(self, obj: Mapping[str, Any]) -> Record | None:
+        subject = self.subject
+        if subject is None:
+            subject = {}
+        elif subject.__class__ is not dict:
+            return None
+        return RunStarted(self.run_id, self.agent, subject, self.started_at)
+
+
+class _ToolCallSchema(_Schema, tag="tool_call"):
+    tool_call_id: _NonEmpty
+    tool: _NonEmpty
+    arguments: Any = None
+    entity: str | None = None
+    ok: bool | None = None
+    op_id: str | None = None
+    idempotency_key: str | None = None
+    attempt: int | None = None
+    outcome: Literal["success", "failure", "unknown"] | None = None
+    started_at: str | None = None
+    completed_at: str | None = None
+
+    def build(self, obj: Mapping[str, Any]) -> Record | None:
+        arguments = self.arguments
+        if arguments is None:
+            arguments = {}
+        elif arguments.__class__ is not dict:
+            return None
+        return ToolCall(
+            self.run_id,
+            self.tool_call_id,
+            self.tool,
+            arguments,
+            requested_entity(self.entity, arguments),
+            self.ok,
+            self.op_id,
+            self.idempotency_key,
+            self.attempt,
+            self.outcome,
+            self.started_at,
+            self.completed_at,
+        )
+
+
+def _plain_errors(items: Any) -> tuple[ObservationError, ...] | None:
+    """`errors` as _errors reads it, or None for anything but a list of strings and
+    objects whose `field` is a string or null."""
+    if items is None:
+        return ()
+    if items.__class__ is not list:
+        return None
+    errors = []
+    for item in items:
+        kind = item.__class__
+        if kind is str:
+            errors.append(ObservationError(item, None, None))
+        elif kind is dict:
+            code, message, field = item.get("code"), item.get("message"), item.get("field")
+            if field is not None and field.__class__ is not str:
+                return None
+            errors.append(
+                ObservationError(
+                    None if code is None else str(code),
+                    None if message is None else str(message),
+                    field,
+                )
+            )
+        else:
+            return None
+    return tuple(errors)
+
+
+class _ObservationSchema(_Schema, tag="tool_observation"):
+    observation_id: _NonEmpty
+    source: _NonEmpty
+    tool_call_id: str | None = None
+    revision_domain: str | None = None
+    source_revision: int | None = None
+    entity: str | None = None
+    field: str | None = None
+    errors: Any = None
+    fallback: bool | None = None
+    event_id: str | None = None
+    delivery_id: str | None = None
+    started_at: str | None = None
+    completed_at: str | None = None
+
+    def build(self, obj: Mapping[str, Any]) -> Record | None:
+        errors = _plain_errors(self.errors)
+        if errors is None:
+            return None
+        return Observation(
+            self.run_id,
+            self.observation_id,
+            self.tool_call_id,
+            self.source,
+            self.revision_domain,
+            self.source_revision,
+            self.entity,
+            self.field,
+            obj.get("value", ABSENT),
+            obj,
+            errors,
+            self.fallback is True,
+            self.event_id,
+            self.delivery_id,
+            self.started_at,
+            self.completed_at,
+        )
+
+
+def _plain_strings(items: Any) -> tuple[str, ...] | None:
+    if items is None:
+        return ()
+    if items.__class__ is not list or any(item.__class__ is not str for item in items):
+        return None
+    return tuple(items)
+
+
+class _ResolutionSchema(_Schema, tag="observation_resolution"):
+    kind: str | None = None
+    reason: str | None = None
+    rule: str | None = None
+    evidence_ids: Any = None
+    disputed_fields: Any = None
+    reasoning: str | None = None
+
+    def build(self, obj: Mapping[str, Any]) -> Record | None:
+        evidence_ids = _plain_strings(self.evidence_ids)
+        disputed_fields = _plain_strings(self.disputed_fields)
+        if evidence_ids is None or disputed_fields is None:
+            return None
+        return Resolution(
+            self.run_id,
+            self.kind,
+            self.reason,
+            self.rule,
+            obj.get("status"),
+            obj.get("value"),
+            evidence_ids,
+            disputed_fields,
+            obj.get("policyVersion"),
+            obj.get("confidence"),
+            self.reasoning,
+        )
+
+
+class _AgentActionSchema(_Schema, tag="agent_action"):
+    name: _NonEmpty
+    arguments: Any = None
+    op_id: str | None = None
+    idempotency_key: str | None = None
+    outcome: str | None = None
+
+    def build(self, obj: Mapping[str, Any]) -> Record | None:
+        arguments = self.arguments
+        if arguments is None:
+            arguments = {}
+        elif arguments.__class__ is not dict:
+            return None
+        return AgentAction(
+            self.run_id, self.name, arguments, self.op_id, self.idempotency_key, self.outcome
+        )
+
+
+# By "type" (msgspec.convert of a tagged union is slower than this look-up and one struct).
+_SCHEMAS: dict[Any, type[_Schema]] = {
+    schema.__struct_config__.tag: schema
+    for schema in (
+        _RunStartedSchema,
+        _ToolCallSchema,
+        _ObservationSchema,
+        _ResolutionSchema,
+        _AgentActionSchema,
+    )
+}
+_convert = msgspec.convert
+
+
+def parse_record(obj: Mapping[str, Any]) -> Record:
+    """Check a decoded record against the trace format and build its frozen record."""
+    record_type = obj.get("type") if obj.__class__ is dict else None
+    schema = _SCHEMAS.get(record_type) if record_type.__class__ is str else None
+    if schema is None:
+        return _check_record(obj)
+    try:
+        record = _convert(obj, schema).build(obj)
+    except msgspec.ValidationError:
+        return _check_record(obj)
+    return _check_record(obj) if record is None else record
 
 
 def parse_line(raw: bytes | str) -> Record:

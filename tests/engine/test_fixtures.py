@@ -41,7 +41,7 @@ def expected_runs(name: str) -> list[tuple]:
 
 
 def test_fixtures_are_present():
-    assert NAMES == ["order-status", "refund-trajectory", "stock-reconciliation"]
+    assert NAMES == ["errors-alone", "order-status", "refund-trajectory", "stock-reconciliation"]
 
 
 @pytest.mark.parametrize("name", NAMES)

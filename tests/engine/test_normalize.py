@@ -1,7 +1,16 @@
+from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Context, Decimal
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from reviewapp.engine import Normalizer, canonical
-from reviewapp.engine.normalize import normalize_money
+from reviewapp.engine.normalize import (
+    CURRENCY_EXPONENTS,
+    _decimal_amount,
+    json_equal,
+    normalize_money,
+)
 
 
 @pytest.mark.parametrize(
@@ -66,3 +75,91 @@ def test_canonical_is_json_equality():
     assert canonical({"a": [1, {"b": None}]}) == canonical({"a": [1.0, {"b": None}]})
     assert canonical("1") != canonical(1)
     assert canonical([1, 2]) != canonical([2, 1])
+
+
+# --- the judge's fast comparisons against their definitions ---------------------------
+
+json_like = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.sampled_from([0, 1, -1, 2, 0.0, 1.0, -0.0, 2.5, "1", "a", "A", ""])
+    | st.integers()
+    | st.floats(allow_nan=False),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.lists(inner, max_size=3).map(tuple)
+        | st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@given(json_like, json_like)
+def test_json_equal_is_equality_of_canonical_forms(a, b):
+    assert json_equal(a, b) == (canonical(a) == canonical(b))
+    assert json_equal(a, a)
+
+
+@given(json_like)
+def test_json_equal_tells_booleans_from_numbers_at_any_depth(value):
+    assert not json_equal([value, True], [value, 1])
+    assert json_equal({"a": [1, value]}, {"a": (1.0, value)})
+
+
+def money_by_decimal(value):
+    """The definition: every amount through Decimal, exactly (no rounding to 28 digits)."""
+    if not isinstance(value, dict):
+        return value
+    currency, unit = value.get("currency"), value.get("unit")
+    if not isinstance(currency, str) or unit not in ("major", "minor"):
+        return value
+    exponent = CURRENCY_EXPONENTS.get(currency.upper())
+    amount = _decimal_amount(value.get("amount"))
+    if exponent is None or amount is None:
+        return value
+    exact = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN)
+    minor = amount.scaleb(exponent, context=exact) if unit == "major" else amount
+    if minor != minor.to_integral_value():
+        return value
+    return {"amount": int(minor), "currency": currency.upper(), "unit": "minor"}
+
+
+amounts = st.one_of(
+    st.integers(-(10**30), 10**30),
+    st.decimals(allow_nan=False, allow_infinity=False, places=5).map(str),
+    st.from_regex(r"\A-?0*[0-9]{1,25}(\.[0-9]{1,8})?\Z"),
+    st.sampled_from(["", "1.", ".5", "1e3", " 12.50 ", "-0.00", "٣.٥٠", "1" * 1200, True]),
+    st.sampled_from(["9" * 4100 + ".5", "7" * 4100, 10**40 + 1, "1" * 30 + ".25"]),
+    st.floats(allow_nan=False, allow_infinity=True),
+)
+
+
+@given(
+    amounts,
+    st.sampled_from(["USD", "jpy", "BHD", "CLF", "XYZ"]),
+    st.sampled_from(["major", "minor"]),
+)
+def test_money_in_integer_arithmetic_matches_the_decimal_definition(amount, currency, unit):
+    value = {"amount": amount, "currency": currency, "unit": unit}
+    assert normalize_money(value) == money_by_decimal(value)
+
+
+def test_money_amounts_that_integer_arithmetic_must_scale_exactly():
+    cases = {
+        "0.10": {"amount": 10, "currency": "USD", "unit": "minor"},
+        "-12.5": {"amount": -1250, "currency": "USD", "unit": "minor"},
+        "7.000": {"amount": 700, "currency": "USD", "unit": "minor"},
+        "7.001": None,
+        "00012": {"amount": 1200, "currency": "USD", "unit": "minor"},
+    }
+    for amount, expected in cases.items():
+        value = {"amount": amount, "currency": "USD", "unit": "major"}
+        assert normalize_money(value) == (expected or value)
+    assert Decimal("7.001").scaleb(2) != 700  # the definition refuses a sub-minor amount too
+
+
+def test_money_amounts_past_28_digits_are_not_rounded():
+    big = {"amount": 10**40 + 1, "currency": "USD", "unit": "major"}
+    assert normalize_money(big)["amount"] == (10**40 + 1) * 100
+    near = {"amount": str(10**40 + 2), "currency": "USD", "unit": "major"}
+    assert normalize_money(near)["amount"] != normalize_money(big)["amount"]

@@ -13,9 +13,13 @@ from hypothesis import strategies as st
 from reviewapp.engine import Normalizer, canonical, judge_run, judge_runs, load_policy, parse_record
 
 FIELDS = ("status", "qty")
+HARMLESS = {"status": frozenset(), "qty": frozenset({"SLOW"})}
 POLICY = load_policy(
     {
-        "fields": {"status": {"normalize": {"kind": "enum", "caseInsensitive": True}}, "qty": {}},
+        "fields": {
+            "status": {"normalize": {"kind": "enum", "caseInsensitive": True}},
+            "qty": {"harmlessErrors": sorted(HARMLESS["qty"])},
+        },
         "rules": [
             {"id": "rev", "kind": "higher-source-revision", "field": "*"},
             {"id": "own", "kind": "authoritative-source", "field": "status", "source": "s1"},
@@ -39,6 +43,19 @@ json_values = st.recursive(
 )
 
 
+errors = st.sampled_from(
+    [
+        "DOWN",
+        "SLOW",
+        {"code": "X", "field": "qty"},
+        {"code": "X", "field": "status"},
+        {"code": "SLOW", "field": "qty"},
+        {"code": "X", "field": "colour"},
+        {"code": "X"},
+    ]
+)
+
+
 @st.composite
 def observation_lines(draw, index: int):
     line = {
@@ -46,15 +63,19 @@ def observation_lines(draw, index: int):
         "observationId": f"obs-{index}",
         "source": draw(st.sampled_from(["s1", "s2", "s3"])),
         "entity": draw(st.sampled_from(["e1", "e2"])),
-        "revisionDomain": draw(st.sampled_from(["payments", "search"])),
         "sourceRevision": draw(st.integers(1, 4)),
         "completedAt": draw(timestamps),
     }
+    domain = draw(st.sampled_from(["payments", "search", None]))
+    if domain is not None:
+        line["revisionDomain"] = domain
     for field in FIELDS:
         if draw(st.booleans()):
             line[field] = draw(st.sampled_from(["paid", "PAID", "refunded", 1, 2, None]))
-    if draw(st.integers(0, 6)) == 0:
-        line["errors"] = [draw(st.sampled_from(["DOWN", {"code": "X", "field": "qty"}]))]
+    if draw(st.integers(0, 3)) == 0:
+        line["errors"] = draw(st.lists(errors, min_size=1, max_size=2))
+    if draw(st.integers(0, 8)) == 0:
+        line["fallback"] = True
     return line
 
 
@@ -79,24 +100,97 @@ def judged(lines):
     return judge_run(lines[0]["runId"], [parse_record(line) for line in lines], POLICY)
 
 
-@given(runs())
-def test_evidence_lists_every_observation_of_its_group_in_line_order(lines):
-    judgement = judged(lines)
-    expected_groups = {}
+def _code(error) -> str | None:
+    return error if isinstance(error, str) else error.get("code")
+
+
+def blocking(line: dict, field: str) -> bool:
+    """spec/policy.md, partial-result: an error concerning the field that is not harmless."""
+    concerning = [
+        e for e in line.get("errors", []) if isinstance(e, str) or e.get("field") in (None, field)
+    ]
+    if line.get("fallback"):
+        concerning.append("FALLBACK")
+    return any(_code(e) not in HARMLESS[field] for e in concerning)
+
+
+def names_field(line: dict, field: str) -> bool:
+    """A blocking object error with this `field`."""
+    return any(
+        isinstance(e, dict) and e.get("field") == field and _code(e) not in HARMLESS[field]
+        for e in line.get("errors", [])
+    )
+
+
+def expected_evidence(lines: list[dict]) -> dict[tuple, list[str]]:
+    """Groups that get a verdict, by the wording of spec/policy.md, with their members."""
+    groups, said = {}, set()
     for line in lines:
         if line["type"] != "tool_observation":
             continue
         for field in FIELDS:
-            blocking = any(
-                e == "DOWN" or (isinstance(e, dict) and e["field"] == field)
-                for e in line.get("errors", [])
-            )
-            if field in line or blocking:
-                expected_groups.setdefault((line["entity"], field), []).append(
-                    line["observationId"]
-                )
-    expected = {key: ids for key, ids in expected_groups.items() if len(ids) > 1}
+            if field in line or blocking(line, field):
+                key = (line["entity"], field)
+                groups.setdefault(key, []).append(line["observationId"])
+                if field in line or names_field(line, field):
+                    said.add(key)
+    return {key: ids for key, ids in groups.items() if len(ids) > 1 and key in said}
+
+
+@given(runs())
+def test_evidence_lists_every_observation_of_its_group_in_line_order(lines):
+    judgement = judged(lines)
+    expected = expected_evidence(lines)
     assert {(v.entity, v.field): list(v.evidence) for v in judgement.verdicts} == expected
+
+
+@given(runs())
+def test_every_verdict_has_a_value_or_a_named_blocking_error_behind_it(lines):
+    by_id = {line["observationId"]: line for line in lines if "observationId" in line}
+    for verdict in judged(lines).verdicts:
+        members = [by_id[i] for i in verdict.evidence]
+        assert any(verdict.field in m or names_field(m, verdict.field) for m in members)
+
+
+@given(runs(), st.integers(0, 8), st.sampled_from([*FIELDS, "colour"]), st.booleans())
+def test_an_observation_with_only_errors_naming_other_fields_adds_no_verdict(
+    lines, where, named, blocking_code
+):
+    error = {"code": "X" if blocking_code else "SLOW", "field": named}
+    extra = {
+        "runId": lines[0]["runId"],
+        "type": "tool_observation",
+        "observationId": "obs-extra",
+        "source": "s9",
+        "entity": "e1",
+        "errors": [error, {"code": "Y", "field": named}],
+    }
+    where = min(where, len(lines))
+    before = judged(lines)
+    after = judged([*lines[:where], extra, *lines[where:]])
+    others = [f for f in FIELDS if f != named]
+    assert [v for v in after.verdicts if v.field in others] == [
+        v for v in before.verdicts if v.field in others
+    ]
+
+
+@given(runs())
+def test_a_group_with_a_domain_less_observation_is_never_resolved_by_revision(lines):
+    by_id = {line["observationId"]: line for line in lines if "observationId" in line}
+    for verdict in judged(lines).verdicts:
+        if verdict.rule != "rev":
+            continue
+        domains = {by_id[i].get("revisionDomain") for i in verdict.evidence}
+        assert None not in domains
+        assert len(domains) == 1
+        revisions = sorted(by_id[i]["sourceRevision"] for i in verdict.evidence)
+        assert revisions[-1] > revisions[-2]
+
+
+@given(runs())
+def test_removing_every_revision_domain_leaves_no_verdict_to_the_revision_rule(lines):
+    stripped = [{k: v for k, v in line.items() if k != "revisionDomain"} for line in lines]
+    assert all(v.rule != "rev" for v in judged(stripped).verdicts)
 
 
 @given(runs(), st.randoms(use_true_random=False))

@@ -318,21 +318,6 @@ def test_resolved_values_are_raw_and_confirmed_values_normalized():
     }
 
 
-def test_revisions_without_any_domain_compare_among_themselves_only():
-    newest = {"rules": [{"id": "newest", "kind": "higher-source-revision", "field": "status"}]}
-    unnamed = two_sources(
-        {"status": "a", "sourceRevision": 9}, {"status": "b", "sourceRevision": 7}
-    )
-    assert only_verdict(judge(unnamed, newest))["value"] == "a"
-    half = two_sources(
-        {"status": "a", "sourceRevision": 9},
-        {"status": "b", "sourceRevision": 7, "revisionDomain": "d"},
-    )
-    assert only_verdict(judge(half, newest))["kind"] == "conflict"
-    named_rule = {"rules": [{**newest["rules"][0], "revisionDomain": "payments"}]}
-    assert only_verdict(judge(unnamed, named_rule))["kind"] == "conflict"
-
-
 def test_an_observation_joined_to_a_call_that_named_no_entity_has_no_entity():
     lines = [
         call("c1", arguments={"query": "latest"}),
