@@ -1,8 +1,10 @@
 """Shared fixtures: users in each role, a small review desk, an empty cache."""
 
+import pgtrigger
 import pytest
 from django.contrib.auth.models import Group
 from django.core.cache import cache
+from django.core.management.commands import flush
 
 from reviewapp.accounts.roles import ADMIN, APPROVER, REVIEWER, VIEWER, ensure_roles
 
@@ -56,3 +58,18 @@ def desk(tmp_path):
 
     ingest_lines(tmp_path, review_desk_trace())
     return {t.run.run_id: t for t in Ticket.objects.filter(kind="conflict").select_related("run")}
+
+
+@pytest.fixture(autouse=True, scope="session")
+def flush_past_the_append_only_guards():
+    """Between transactional tests the test database is emptied by TRUNCATE, which the
+    append-only guards refuse unless told otherwise: emptying it is deliberate maintenance."""
+    handle = flush.Command.handle
+
+    def handle_ignoring_guards(self, *args, **options):
+        with pgtrigger.ignore():
+            return handle(self, *args, **options)
+
+    flush.Command.handle = handle_ignoring_guards
+    yield
+    flush.Command.handle = handle

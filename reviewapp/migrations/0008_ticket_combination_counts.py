@@ -7,14 +7,35 @@ Existing tickets are counted once here.
 
 (SQLite, the bare-machine default, gets no triggers: the queue counts its tickets instead.)"""
 
-from importlib import import_module
-
 import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
-# The changed rows of a statement, each with its sign: as 0007 reads them.
-per_value = import_module("reviewapp.migrations.0007_review_desk_speed")
+# The changed rows of a statement, each with its sign (as 0007 reads them; written again
+# here so that no migration depends on another's code).
+COUNTED_COLUMNS = "state, reason, finding_kind, field, action, unsafe, assignee_id, agent, sources"
+OLD_COUNTED = ", ".join(f"o.{c.strip()}" for c in COUNTED_COLUMNS.split(","))
+NEW_COUNTED = ", ".join(f"n.{c.strip()}" for c in COUNTED_COLUMNS.split(","))
+INSERTED = "SELECT n.*, 1 AS sign FROM new_rows AS n"
+DELETED = "SELECT o.*, -1 AS sign FROM old_rows AS o"
+# Most updates change no counted column (a revision, a date): those rows are left out early.
+UPDATED = (
+    f"SELECT n.*, 1 AS sign FROM new_rows AS n JOIN old_rows AS o USING (id) "
+    f"WHERE ({NEW_COUNTED}) IS DISTINCT FROM ({OLD_COUNTED}) "
+    f"UNION ALL "
+    f"SELECT o.*, -1 AS sign FROM old_rows AS o JOIN new_rows AS n USING (id) "
+    f"WHERE ({NEW_COUNTED}) IS DISTINCT FROM ({OLD_COUNTED})"
+)
+# A trigger with transition tables fires on one kind of statement: three of them.
+TRIGGERS = {
+    "INSERT": "REFERENCING NEW TABLE AS new_rows",
+    "UPDATE": "REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows",
+    "DELETE": "REFERENCING OLD TABLE AS old_rows",
+}
+
+
+def q(sql: str) -> str:
+    return "$counted$" + sql + "$counted$"
 
 COMBINATION = "state, reason, finding_kind, field, action, sources, unsafe, assignee_id, agent"
 SUMMED = f"""
@@ -25,16 +46,15 @@ GROUP BY {", ".join(str(i) for i in range(1, len(COMBINATION.split(",")) + 1))}
 HAVING SUM(c.sign) <> 0
 """
 
-q = per_value._dollar_quoted
 FUNCTION = f"""
 CREATE OR REPLACE FUNCTION crosscheck_count_ticket_combinations() RETURNS trigger AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        EXECUTE format({q(SUMMED)}, {q(per_value.INSERTED)});
+        EXECUTE format({q(SUMMED)}, {q(INSERTED)});
     ELSIF TG_OP = 'DELETE' THEN
-        EXECUTE format({q(SUMMED)}, {q(per_value.DELETED)});
+        EXECUTE format({q(SUMMED)}, {q(DELETED)});
     ELSE
-        EXECUTE format({q(SUMMED)}, {q(per_value.UPDATED)});
+        EXECUTE format({q(SUMMED)}, {q(UPDATED)});
     END IF;
     RETURN NULL;
 END
@@ -47,7 +67,7 @@ def add_triggers(apps, schema_editor):
         return
     # format() reads %s as its placeholder: the template has no other % sign.
     schema_editor.execute(FUNCTION.replace("{changed}", "%s"), params=None)
-    for event, referencing in per_value.TRIGGERS.items():
+    for event, referencing in TRIGGERS.items():
         schema_editor.execute(
             f"CREATE TRIGGER reviewapp_ticket_combinations_{event.lower()} AFTER {event} "
             f"ON reviewapp_ticket {referencing} "
@@ -62,7 +82,7 @@ def add_triggers(apps, schema_editor):
 def drop_triggers(apps, schema_editor):
     if schema_editor.connection.vendor != "postgresql":
         return
-    for event in per_value.TRIGGERS:
+    for event in TRIGGERS:
         schema_editor.execute(
             f"DROP TRIGGER IF EXISTS reviewapp_ticket_combinations_{event.lower()} "
             "ON reviewapp_ticket"

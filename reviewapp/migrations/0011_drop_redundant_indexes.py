@@ -1,19 +1,11 @@
 """Indexes kept twice are dropped: a foreign key whose column already leads another index,
 or that is never looked up by. Ingest writes millions of these rows."""
 
-from importlib import import_module
-
 import django.db.models.deletion
 from django.db import migrations, models
 
 # SQLite alters a column by making its table anew, which drops the table's triggers: the
-# append-only guards of 0009 are put back once the tables are made.
-sqlite_guards = import_module("reviewapp.migrations.0009_sqlite_append_only")
-
-
-def restore_sqlite_guards(apps, schema_editor):
-    sqlite_guards.drop_triggers(apps, schema_editor)
-    sqlite_guards.add_triggers(apps, schema_editor)
+# append-only guards are put back after every migrate (reviewapp/models/guards.py).
 
 
 class Migration(migrations.Migration):
@@ -106,5 +98,4 @@ class Migration(migrations.Migration):
                 to="reviewapp.run",
             ),
         ),
-        migrations.RunPython(restore_sqlite_guards, migrations.RunPython.noop),
     ]

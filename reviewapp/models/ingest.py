@@ -9,6 +9,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from reviewapp.models import guards
+
 
 class ApiToken(models.Model):
     """A bearer token for the ingest API; only its SHA-256 is stored."""
@@ -129,6 +131,7 @@ class Run(models.Model):
     )
 
     class Meta:
+        triggers = guards.only_active_current()
         ordering = ["-started_at", "-id"]
         constraints = [models.UniqueConstraint(fields=["run_id"], name="run_id_unique")]
 
@@ -156,6 +159,7 @@ class TraceLine(models.Model):
     format = models.CharField(max_length=20, default="native")
 
     class Meta:
+        triggers = guards.append_only()
         constraints = [
             models.UniqueConstraint(fields=["identity"], name="trace_line_identity_unique")
         ]
@@ -190,6 +194,7 @@ class TraceRecord(models.Model):
     data = models.JSONField()
 
     class Meta:
+        triggers = guards.append_only()
         indexes = [models.Index(fields=["run", "id"], name="trace_record_run_order")]
 
     def __str__(self) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from reviewapp.models import guards
+
 
 class Judgement(models.Model):
     """The engine's output for one run, under one policy version, at one point of its lines."""
@@ -32,6 +34,7 @@ class Judgement(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        triggers = guards.append_only()
         constraints = [
             models.UniqueConstraint(
                 fields=["run", "purpose", "policy_number", "through_record_id"],
@@ -59,6 +62,7 @@ class Verdict(models.Model):
     unsafe = models.BooleanField()
 
     class Meta:
+        triggers = guards.append_only()
         ordering = ["judgement", "position"]
 
     def __str__(self) -> str:
@@ -74,6 +78,7 @@ class Finding(models.Model):
     evidence = models.JSONField()
 
     class Meta:
+        triggers = guards.append_only()
         ordering = ["judgement", "position"]
 
     def __str__(self) -> str:

@@ -7,6 +7,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from reviewapp.models import guards
+
 
 class PolicyVersion(models.Model):
     """A published, numbered, immutable policy document (the database refuses UPDATE and
@@ -23,6 +25,7 @@ class PolicyVersion(models.Model):
     published_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        triggers = guards.append_only()
         ordering = ["-number"]
 
     def __str__(self) -> str:
@@ -70,6 +73,7 @@ class RuleProposal(models.Model):
     )
 
     class Meta:
+        triggers = guards.proposal_guard()
         ordering = ["-created_at", "-id"]
         constraints = [
             models.CheckConstraint(
@@ -105,6 +109,7 @@ class ProspectiveSettlement(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        triggers = guards.append_only()
         constraints = [
             models.UniqueConstraint(
                 fields=["ticket", "policy_version"], name="settlement_once_per_version"

@@ -6,6 +6,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from reviewapp.models import guards
+
 
 class Ticket(models.Model):
     """Work for a reviewer: an unresolved conflict (one per run, entity and field) or a run
@@ -98,6 +100,7 @@ class Ticket(models.Model):
     closed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        triggers = guards.only_active_tickets()
         ordering = ["-created_at", "-id"]
         constraints = [
             models.UniqueConstraint(fields=["run", "key"], name="ticket_once_per_run_key")
@@ -195,6 +198,7 @@ class AuditEvent(models.Model):
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
+        triggers = guards.append_only()
         ordering = ["created_at", "id"]
 
     def __str__(self) -> str:
@@ -210,6 +214,7 @@ class TicketComment(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        triggers = guards.append_only()
         ordering = ["created_at", "id"]
 
     def __str__(self) -> str:

@@ -1,0 +1,187 @@
+"""What the database itself refuses, declared once, with the models that use it:
+
+- append_only(): what was recorded (lines, records, judgements, verdicts, findings, policy
+  versions, comments, the audit trail, settlement labels) is never updated, deleted or
+  truncated;
+- proposal_guard(): a decided proposal keeps its decision; nothing is deleted;
+- only_active_current() / only_active_tickets(): only an ACTIVE judgement (not a shadow or
+  replay one) can be a run's current judgement or open a ticket.
+
+On PostgreSQL these are django-pgtrigger triggers, installed by migrations. SQLite, the
+bare-machine default, gets the same refusals in its own trigger language from
+sqlite_guards(), installed after every migrate (reviewapp.apps): a table SQLite remakes to
+alter it loses its triggers, and gets them back.
+
+(Deliberate maintenance, like emptying the test database between tests, goes through
+pgtrigger.ignore; the app never does.)"""
+
+from __future__ import annotations
+
+import pgtrigger
+from django.db import models
+
+REFUSED = "USING ERRCODE = 'insufficient_privilege'"
+
+
+def append_only() -> list[pgtrigger.Trigger]:
+    return [
+        pgtrigger.Trigger(
+            name="append_only",
+            when=pgtrigger.Before,
+            operation=pgtrigger.Update | pgtrigger.Delete,
+            func=f"RAISE EXCEPTION 'append-only: % on % is refused', TG_OP, TG_TABLE_NAME {REFUSED};",
+        ),
+        pgtrigger.Trigger(
+            name="append_only_truncate",
+            level=pgtrigger.Statement,
+            when=pgtrigger.Before,
+            operation=pgtrigger.Truncate,
+            func=f"RAISE EXCEPTION 'append-only: TRUNCATE on % is refused', TG_TABLE_NAME {REFUSED};",
+        ),
+    ]
+
+
+def proposal_guard() -> list[pgtrigger.Trigger]:
+    """Once decided, a proposal's decision never changes; the only later change allowed is
+    recording the version that published it. Nothing is ever deleted."""
+    return [
+        pgtrigger.Trigger(
+            name="decided_proposal",
+            when=pgtrigger.Before,
+            operation=pgtrigger.Update,
+            condition=pgtrigger.Condition(
+                _PROPOSAL_CHANGED.replace(" IS NOT ", " IS DISTINCT FROM ")
+            ),
+            func=f"RAISE EXCEPTION 'a decided proposal cannot be changed (proposal %)', OLD.id {REFUSED};",
+        ),
+        pgtrigger.Trigger(
+            name="proposal_kept",
+            when=pgtrigger.Before,
+            operation=pgtrigger.Delete,
+            func=f"RAISE EXCEPTION 'append-only: DELETE on % is refused', TG_TABLE_NAME {REFUSED};",
+        ),
+        append_only()[1],
+    ]
+
+
+def only_active_current() -> list[pgtrigger.Trigger]:
+    """A run's current judgement is one of its own ACTIVE judgements."""
+    return [
+        _statement_check(
+            name=f"only_active_current_{event}",
+            operation=operation,
+            bad=(
+                "SELECT 1 FROM new_values n JOIN reviewapp_judgement j "
+                "ON j.id = n.current_judgement_id WHERE j.purpose <> 'active' OR j.run_id <> n.id"
+            ),
+            message="only an active judgement of the run itself can be its current one",
+        )
+        for event, operation in (("insert", pgtrigger.Insert), ("update", pgtrigger.Update))
+    ]
+
+
+def only_active_tickets() -> list[pgtrigger.Trigger]:
+    """A ticket is opened by an ACTIVE judgement, and its verdict or finding is one."""
+    bad = (
+        "SELECT 1 FROM new_values n "
+        "LEFT JOIN reviewapp_judgement j ON j.id = n.judgement_id "
+        "LEFT JOIN reviewapp_verdict v ON v.id = n.verdict_id "
+        "LEFT JOIN reviewapp_judgement vj ON vj.id = v.judgement_id "
+        "LEFT JOIN reviewapp_finding f ON f.id = n.finding_id "
+        "LEFT JOIN reviewapp_judgement fj ON fj.id = f.judgement_id "
+        "WHERE j.purpose <> 'active' OR vj.purpose <> 'active' OR fj.purpose <> 'active'"
+    )
+    return [
+        _statement_check(
+            name=f"only_active_tickets_{event}",
+            operation=operation,
+            bad=bad,
+            message="only an active judgement opens tickets",
+        )
+        for event, operation in (("insert", pgtrigger.Insert), ("update", pgtrigger.Update))
+    ]
+
+
+def _statement_check(*, name: str, operation, bad: str, message: str) -> pgtrigger.Trigger:
+    # Once per statement over its new rows (an ingest inserts thousands in one COPY).
+    return pgtrigger.Trigger(
+        name=name,
+        level=pgtrigger.Statement,
+        when=pgtrigger.After,
+        operation=operation,
+        referencing=pgtrigger.Referencing(new="new_values"),
+        func=f"IF EXISTS ({bad}) THEN RAISE EXCEPTION '{message}' {REFUSED}; END IF; RETURN NULL;",
+    )
+
+
+# --- SQLite -----------------------------------------------------------------------------
+
+_PROPOSAL_CHANGED = """
+NEW.kind IS NOT OLD.kind OR NEW.change IS NOT OLD.change OR NEW.rationale IS NOT OLD.rationale
+OR NEW.proposed_by_id IS NOT OLD.proposed_by_id OR NEW.created_at IS NOT OLD.created_at
+OR NEW.base_number IS NOT OLD.base_number
+OR (OLD.state <> 'pending' AND (
+    NEW.state IS NOT OLD.state OR NEW.decided_by_id IS NOT OLD.decided_by_id
+    OR NEW.decided_at IS NOT OLD.decided_at OR NEW.decision_reason IS NOT OLD.decision_reason))
+OR (OLD.published_in_id IS NOT NULL AND NEW.published_in_id IS NOT OLD.published_in_id)
+"""
+
+
+def sqlite_guards(model_list: list[type[models.Model]]) -> dict[str, str]:
+    """The SQLite triggers for these models' declared guards, by name (the names the
+    migration 0009 gave those it made, so that none is made twice)."""
+    statements = {}
+    for model in model_list:
+        table = model._meta.db_table
+        names = {trigger.name for trigger in getattr(model._meta, "triggers", [])}
+        if "append_only" in names:
+            for event in ("UPDATE", "DELETE"):
+                statements[f"{table}_no_{event.lower()}"] = _refuse(
+                    f"{table}_no_{event.lower()}",
+                    event,
+                    table,
+                    f"append-only: {event} on {table} is refused",
+                )
+        if "decided_proposal" in names:
+            statements[f"{table}_guard"] = _refuse(
+                f"{table}_guard",
+                "UPDATE",
+                table,
+                "a decided proposal cannot be changed",
+                when=_PROPOSAL_CHANGED,
+            )
+            statements[f"{table}_no_delete"] = _refuse(
+                f"{table}_no_delete", "DELETE", table, f"append-only: DELETE on {table} is refused"
+            )
+        if "only_active_current_update" in names:
+            for event in ("INSERT", "UPDATE"):
+                statements[f"{table}_only_active_current_{event.lower()}"] = _refuse(
+                    f"{table}_only_active_current_{event.lower()}",
+                    event,
+                    table,
+                    "only an active judgement of the run itself can be its current one",
+                    when="NEW.current_judgement_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM "
+                    "reviewapp_judgement j WHERE j.id = NEW.current_judgement_id "
+                    "AND j.purpose = 'active' AND j.run_id = NEW.id)",
+                )
+        if "only_active_tickets_update" in names:
+            for event in ("INSERT", "UPDATE"):
+                statements[f"{table}_only_active_tickets_{event.lower()}"] = _refuse(
+                    f"{table}_only_active_tickets_{event.lower()}",
+                    event,
+                    table,
+                    "only an active judgement opens tickets",
+                    when="EXISTS (SELECT 1 FROM reviewapp_judgement j WHERE j.purpose <> 'active' "
+                    "AND (j.id = NEW.judgement_id OR j.id = (SELECT judgement_id FROM "
+                    "reviewapp_verdict WHERE id = NEW.verdict_id) OR j.id = (SELECT judgement_id "
+                    "FROM reviewapp_finding WHERE id = NEW.finding_id)))",
+                )
+    return statements
+
+
+def _refuse(name: str, event: str, table: str, message: str, when: str = "") -> str:
+    condition = f" WHEN {when}" if when else ""
+    return (
+        f"CREATE TRIGGER IF NOT EXISTS {name} BEFORE {event} ON {table}{condition} "
+        f"BEGIN SELECT RAISE(ABORT, '{message}'); END"
+    )

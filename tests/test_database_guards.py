@@ -1,0 +1,213 @@
+"""What the database refuses, on PostgreSQL (the test database) and on SQLite (a migrated
+file): every append-only model refuses UPDATE, DELETE and TRUNCATE; a decided proposal
+keeps its decision; only an active judgement is a run's current one or opens a ticket."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.apps import apps
+from django.db import DatabaseError, connection, transaction
+
+from reviewapp.ingest.pipeline import ingest_file
+from reviewapp.judging.core import judge, stored_runs
+from reviewapp.judging.policies import policy_of_version
+from reviewapp.judging.store import REPLAY, SHADOW, PolicyRef, judgements_store
+from reviewapp.models import (
+    AuditEvent,
+    Finding,
+    IngestBatch,
+    Judgement,
+    PolicyVersion,
+    ProspectiveSettlement,
+    Run,
+    Ticket,
+    TicketComment,
+    TraceLine,
+    TraceRecord,
+    Verdict,
+)
+from reviewapp.policy.settlements import settlements_label
+from reviewapp.policy.versions import policy_version_publish, proposal_create, proposal_decide
+from reviewapp.review.changes import ticket_comment
+
+pytestmark = pytest.mark.django_db
+ROOT = Path(__file__).resolve().parent.parent
+SPEC = Path(__file__).resolve().parent / "fixtures" / "spec"
+
+# Every model whose rows, once written, are never changed: the one list, checked against
+# what the models declare.
+APPEND_ONLY = {
+    AuditEvent,
+    Finding,
+    Judgement,
+    PolicyVersion,
+    ProspectiveSettlement,
+    TicketComment,
+    TraceLine,
+    TraceRecord,
+    Verdict,
+}
+
+
+def declared(name: str) -> set:
+    return {
+        model
+        for model in apps.get_app_config("reviewapp").get_models()
+        if name in {trigger.name for trigger in getattr(model._meta, "triggers", [])}
+    }
+
+
+def test_the_append_only_models_are_the_ones_declared():
+    assert declared("append_only") == APPEND_ONLY
+
+
+@pytest.fixture
+def every_table_has_a_row(tmp_path, reviewer, approver):
+    path = tmp_path / "t.jsonl"
+    twin = {"runId": "r-twin", "type": "tool_observation", "observationId": "o1", "source": "a"}
+    path.write_bytes(
+        (SPEC / "order-status.jsonl").read_bytes()
+        + (
+            json.dumps({**twin, "status": "x"}) + "\n" + json.dumps({**twin, "status": "y"}) + "\n"
+        ).encode()
+    )
+    ingest_file(path, channel=IngestBatch.Channel.CLI)
+    ticket = Ticket.objects.filter(kind="conflict", field="status").first()
+    ticket_comment(ticket, actor=reviewer, text="looked")
+    proposal = proposal_create(
+        user=reviewer,
+        kind="authoritative-source",
+        change={"field": "status", "source": "refund-service"},
+        rationale="the refund service owns refunds",
+    )
+    proposal_decide(proposal=proposal, user=approver, approve=True, reason="")
+    settlements_label(policy_version_publish(user=approver, reason="owners"))
+    for model in APPEND_ONLY:
+        assert model.objects.exists(), model.__name__
+
+
+@pytest.mark.parametrize(
+    "model", sorted(APPEND_ONLY, key=lambda m: m.__name__), ids=lambda m: m.__name__
+)
+def test_postgresql_refuses_update_delete_and_truncate_of_what_is_append_only(
+    model, every_table_has_a_row
+):
+    table, pk = model._meta.db_table, model.objects.values_list("pk", flat=True).first()
+    before = model.objects.count()
+    for statement in (
+        f"UPDATE {table} SET id = id WHERE id = %s",
+        f"DELETE FROM {table} WHERE id = %s",
+        f"TRUNCATE {table} CASCADE",
+    ):
+        with (
+            pytest.raises(DatabaseError, match="append-only"),
+            transaction.atomic(),
+            connection.cursor() as cursor,
+        ):
+            # The rows this test wrote have deferred checks pending, which would refuse the
+            # TRUNCATE for that reason alone: run them first.
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+            cursor.execute(statement, [pk] if "%s" in statement else None)
+    assert model.objects.count() == before
+
+
+def test_a_shadow_or_replay_judgement_moves_no_run_and_opens_no_ticket(every_table_has_a_row):
+    run = Run.objects.get(run_id="stale-search")
+    current, tickets = run.current_judgement_id, list(Ticket.objects.values_list("pk", "revision"))
+    newer = PolicyVersion.objects.get()
+    for purpose in (SHADOW, REPLAY):
+        stored = judgements_store(
+            judge(stored_runs([run.pk]), policy_of_version(newer)),
+            purpose=purpose,
+            policy=PolicyRef(newer.number + 1, newer.pk),
+        )
+        assert [s.current for s in stored] == [False]
+    run.refresh_from_db()
+    assert run.current_judgement_id == current
+    assert list(Ticket.objects.values_list("pk", "revision")) == tickets
+    shadow = Judgement.objects.get(run=run, purpose=SHADOW)
+
+    # Nor can anyone make it so by hand.
+    with pytest.raises(DatabaseError, match="only an active judgement"), transaction.atomic():
+        Run.objects.filter(pk=run.pk).update(current_judgement=shadow)
+    verdict = Verdict.objects.filter(judgement=shadow).first()
+    with pytest.raises(DatabaseError, match="only an active judgement"), transaction.atomic():
+        Ticket.objects.filter(run=run).update(judgement=shadow, verdict=verdict)
+    other = Judgement.objects.exclude(run=run).filter(purpose="active").first()
+    with pytest.raises(DatabaseError, match="only an active judgement"), transaction.atomic():
+        Run.objects.filter(pk=run.pk).update(current_judgement=other)
+
+
+@pytest.fixture(scope="module")
+def sqlite_database(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("sqlite")
+    database = folder / "guards.sqlite3"
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{database}",
+        "CROSSCHECK_VAR_DIR": str(folder),
+        "DJANGO_SETTINGS_MODULE": "reviewapp.settings",
+    }
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    return database
+
+
+def test_sqlite_refuses_update_and_delete_of_what_is_append_only(sqlite_database):
+    with sqlite3.connect(sqlite_database) as db:
+        names = {name for (name,) in db.execute("SELECT name FROM sqlite_master")}
+        for model in APPEND_ONLY:
+            table = model._meta.db_table
+            assert {f"{table}_no_update", f"{table}_no_delete"} <= names, table
+        db.execute(
+            "INSERT INTO reviewapp_auditevent (verb, target, data, created_at) "
+            "VALUES ('claimed', 'ticket 1', '{}', '2026-11-30 00:00:00')"
+        )
+        with pytest.raises(sqlite3.IntegrityError, match="append-only: UPDATE"):
+            db.execute("UPDATE reviewapp_auditevent SET verb = 'rewritten'")
+        with pytest.raises(sqlite3.IntegrityError, match="append-only: DELETE"):
+            db.execute("DELETE FROM reviewapp_auditevent")
+        assert db.execute("SELECT verb FROM reviewapp_auditevent").fetchall() == [("claimed",)]
+
+
+def test_sqlite_keeps_a_decided_proposal_as_decided(sqlite_database):
+    with sqlite3.connect(sqlite_database) as db:
+        db.execute(
+            "INSERT INTO reviewapp_ruleproposal (kind, change, sentence, rationale, "
+            "proposed_by_id, created_at, base_number, state, decision_reason) VALUES "
+            "('authoritative-source', '{}', 's', 'r', 1, '2026-11-30 00:00:00', 0, 'pending', '')"
+        )
+        db.execute("UPDATE reviewapp_ruleproposal SET state = 'approved', decided_by_id = 2")
+        with pytest.raises(sqlite3.IntegrityError, match="a decided proposal cannot be changed"):
+            db.execute("UPDATE reviewapp_ruleproposal SET state = 'rejected'")
+        with pytest.raises(sqlite3.IntegrityError, match="a decided proposal cannot be changed"):
+            db.execute("UPDATE reviewapp_ruleproposal SET rationale = 'other'")
+        db.execute("UPDATE reviewapp_ruleproposal SET published_in_id = 7")
+        with pytest.raises(sqlite3.IntegrityError, match="a decided proposal cannot be changed"):
+            db.execute("UPDATE reviewapp_ruleproposal SET published_in_id = 8")
+        with pytest.raises(sqlite3.IntegrityError, match="append-only: DELETE"):
+            db.execute("DELETE FROM reviewapp_ruleproposal")
+
+
+def test_sqlite_makes_only_an_active_judgement_current(sqlite_database):
+    with sqlite3.connect(sqlite_database) as db:
+        db.execute(
+            "INSERT INTO reviewapp_run (id, run_id, agent, started_at, first_ingested_at) "
+            "VALUES (1, 'r1', '', '2026-11-30', '2026-11-30')"
+        )
+        for pk, purpose in ((1, "active"), (2, "shadow")):
+            db.execute(
+                "INSERT INTO reviewapp_judgement (id, run_id, purpose, policy_number, "
+                "through_record_id, verdict_count, conflict_count, unsafe_count, finding_count, "
+                "created_at) VALUES (?, 1, ?, 0, 1, 0, 0, 0, 0, '2026-11-30')",
+                (pk, purpose),
+            )
+        db.execute("UPDATE reviewapp_run SET current_judgement_id = 1")
+        with pytest.raises(sqlite3.IntegrityError, match="only an active judgement"):
+            db.execute("UPDATE reviewapp_run SET current_judgement_id = 2")
