@@ -42,7 +42,7 @@ def resume_stalled_batches_task() -> int:
 @app.task
 def canary_task() -> None:
     """Periodic (beat): a worker that runs it shows it is consuming tasks."""
-    from reviewapp.infra.pulse import record_pulse
+    from reviewapp.ingest.workers import record_pulse
 
     record_pulse("worker")
 

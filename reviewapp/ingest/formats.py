@@ -4,7 +4,6 @@ native JSON Lines as they are, OpenTelemetry documents through the adapter in ot
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
@@ -68,15 +67,3 @@ def _holds_nul(value: Any) -> bool:
     if isinstance(value, list):
         return any(_holds_nul(item) for item in value)
     return False
-
-
-def parse_timestamp(text: str | None) -> datetime | None:
-    """An RFC 3339 timestamp from a trace as an aware datetime, or None when it is absent or
-    unreadable (timestamps are evidence to show, so a bad one is not an error)."""
-    if not text:
-        return None
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

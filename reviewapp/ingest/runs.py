@@ -12,7 +12,8 @@ from django.utils import timezone
 
 from reviewapp.engine import RunStarted
 from reviewapp.infra.bulk import bound_cursor, insert_rows
-from reviewapp.ingest.formats import DecodedUnit, parse_timestamp
+from reviewapp.infra.times import parse_timestamp
+from reviewapp.ingest.formats import DecodedUnit
 from reviewapp.models import Run
 
 

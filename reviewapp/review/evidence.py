@@ -25,7 +25,7 @@ from reviewapp.engine import (
     ToolCall,
     parse_record,
 )
-from reviewapp.ingest.formats import parse_timestamp
+from reviewapp.infra.times import parse_timestamp
 from reviewapp.judging.policies import default_policy, policy_of_version_id
 from reviewapp.models import Finding, Ticket, TraceRecord, Verdict
 

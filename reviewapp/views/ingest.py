@@ -11,11 +11,11 @@ from django.views.decorators.http import require_GET, require_POST
 
 from reviewapp.accounts.roles import INGEST
 from reviewapp.forms import TokenForm, UploadForm
-from reviewapp.infra.pulse import silent_since
 from reviewapp.ingest.batches import BatchNotRetryable, retry_batch
 from reviewapp.ingest.receive import upload_receive
 from reviewapp.ingest.tokens import create_token, revoke_token
 from reviewapp.ingest.uploads import refused_uploads
+from reviewapp.ingest.workers import silent_since
 from reviewapp.models import ApiToken, IngestBatch
 
 BATCHES_PER_PAGE = 25

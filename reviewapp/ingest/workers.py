@@ -1,4 +1,4 @@
-"""Whether the background services are alive: beat's canary task, run by a worker, records
+"""Whether the workers are alive: beat's canary task, run by a worker, records
 its pulse; pages read it to warn that queued work is waiting on nobody."""
 
 from __future__ import annotations
