@@ -186,7 +186,7 @@ def test_odd_numbers_in_policy_urls_are_not_server_errors(client, reviewer, odd)
 def test_a_policy_file_too_large_to_be_one_is_refused(client, reviewer):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
-    from reviewapp.forms import MAX_POLICY_FILE_BYTES
+    from reviewapp.forms.policy import MAX_POLICY_FILE_BYTES
 
     client.force_login(reviewer)
     huge = SimpleUploadedFile("p.json", b" " * (MAX_POLICY_FILE_BYTES + 1))

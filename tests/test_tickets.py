@@ -9,7 +9,7 @@ import pytest
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
-from reviewapp import forms
+from reviewapp.forms import fields as forms
 from reviewapp.models import (
     AuditEvent,
     Ticket,

@@ -10,7 +10,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from reviewapp.accounts.roles import INGEST
-from reviewapp.forms import TokenForm, UploadForm
+from reviewapp.forms.ingest import TokenForm, UploadForm
 from reviewapp.ingest.batches import BatchNotRetryable, retry_batch
 from reviewapp.ingest.receive import upload_receive
 from reviewapp.ingest.tokens import create_token, revoke_token

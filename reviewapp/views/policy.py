@@ -13,7 +13,8 @@ from django.views.decorators.http import require_GET, require_POST
 
 from reviewapp.accounts.roles import APPROVE_RULE, PROPOSE_RULE, WORK_TICKET
 from reviewapp.engine import PolicyError
-from reviewapp.forms import DecisionForm, ImportForm, ProposalForm, PublishForm, whole_number
+from reviewapp.forms.fields import whole_number
+from reviewapp.forms.policy import DecisionForm, ImportForm, ProposalForm, PublishForm
 from reviewapp.judging.policies import default_policy_document
 from reviewapp.models import PolicyVersion, RuleProposal, Ticket
 from reviewapp.policy import settlements, versions

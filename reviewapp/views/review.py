@@ -4,9 +4,11 @@ package. Reading needs a login; every change needs WORK_TICKET, checked here on 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
+from django import forms
 from django.contrib import messages
-from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import permission_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -15,8 +17,9 @@ from django.utils.functional import SimpleLazyObject
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_GET, require_POST
 
-from reviewapp import forms
 from reviewapp.accounts.roles import WORK_TICKET
+from reviewapp.forms import review as review_forms
+from reviewapp.forms.fields import whole_number
 from reviewapp.models import AuditEvent, Ticket, TicketComment
 from reviewapp.review import changes, counts, errors, queue, related, stamp
 from reviewapp.review.evidence import handoff_package, ticket_evidence, with_judgement
@@ -125,10 +128,7 @@ class _QueuePage:
 
 def _page_number(raw: str | None, total: int) -> int:
     last = max(1, -(-total // TICKETS_PER_PAGE))
-    try:
-        return min(max(int(raw or 1), 1), last)
-    except ValueError:
-        return 1
+    return min(max(whole_number(raw) or 1, 1), last)
 
 
 TEXT_FILTERS = ("reason", "finding_kind", "field", "action", "source", "assignee", "agent")
@@ -188,28 +188,32 @@ def _quick_views(filters: queue.QueueFilters) -> list[dict]:
 def ticket_bulk(request: HttpRequest) -> HttpResponse:
     """Assign or close the checked tickets, or every open ticket of one family."""
     filters = queue.queue_filters(request.POST)
-    family = request.POST.get("whole_family", "")
+    form = review_forms.BulkForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"Not applied: {review_forms.form_errors(form)}.")
+        return redirect(_queue_url(filters))
+    data = form.cleaned_data
     try:
-        if family:
-            seen = stamp.DataStamp.from_text(request.POST.get("seen", ""))
-            expected = changes.family_revisions(family, seen)
+        if data["whole_family"]:
+            seen = stamp.DataStamp.from_text(data["seen"])
+            expected = changes.family_revisions(data["whole_family"], seen)
         else:
-            expected = forms.parse_selection(request.POST.getlist("selected"))
+            expected = form.selection(request.POST.getlist("selected"))
         if not expected:
             messages.warning(request, "Nothing was selected.")
             return redirect(_queue_url(filters))
-        if request.POST.get("operation") == "close":
+        if data["operation"] == "close":
             outcome = changes.tickets_close(
                 expected,
                 actor=request.user,
-                resolution=request.POST.get("resolution", ""),
-                cause=request.POST.get("cause", ""),
-                cause_text=request.POST.get("cause_text", ""),
+                resolution=data["resolution"],
+                cause=data["cause"],
+                cause_text=data["cause_text"],
             )
             verb = "closed"
         else:
             outcome = changes.tickets_assign(
-                expected, actor=request.user, assignee=_assignee(request.POST.get("assignee"))
+                expected, actor=request.user, assignee=data["assignee"]
             )
             verb = "assigned"
     except errors.TicketActionError as error:
@@ -219,15 +223,6 @@ def ticket_bulk(request: HttpRequest) -> HttpResponse:
     for stale in outcome.stale[:5]:
         messages.warning(request, str(stale))
     return redirect(_queue_url(filters))
-
-
-def _assignee(username: str | None):
-    if not username:
-        return None
-    try:
-        return get_user_model().objects.get(username=username, is_active=True)
-    except get_user_model().DoesNotExist:
-        raise errors.TicketActionError(f"there is no user {username}") from None
 
 
 # --- the ticket -------------------------------------------------------------------
@@ -321,17 +316,20 @@ def _after_change(request: HttpRequest, ticket_id: int) -> HttpResponse:
     return redirect("ticket-detail", ticket_id=ticket_id)
 
 
-def _revision(request: HttpRequest) -> int:
-    try:
-        return int(request.POST.get("revision", ""))
-    except ValueError:
-        return 0  # no ticket has revision 0: reported as a conflict, never applied
-
-
-def _work(request: HttpRequest, ticket_id: int, change, done: str) -> HttpResponse:
+def _work(
+    request: HttpRequest,
+    ticket_id: int,
+    form_class: type[forms.Form],
+    change: Callable[[Ticket, dict[str, Any]], object],
+    done: str,
+) -> HttpResponse:
+    """Apply one change, posted through its form, and say how it went."""
     ticket = get_object_or_404(Ticket, pk=ticket_id)
+    form = form_class(request.POST)
     try:
-        change(ticket)
+        if not form.is_valid():
+            raise errors.TicketActionError(review_forms.form_errors(form))
+        change(ticket, form.cleaned_data)
     except changes.StaleChangeError as stale:
         messages.error(request, str(stale))
     except errors.TicketActionError as error:
@@ -347,7 +345,8 @@ def ticket_claim(request: HttpRequest, ticket_id: int) -> HttpResponse:
     return _work(
         request,
         ticket_id,
-        lambda t: changes.ticket_claim(t, revision=_revision(request), actor=request.user),
+        review_forms.TicketChange,
+        lambda t, data: changes.ticket_claim(t, revision=data["revision"], actor=request.user),
         "You hold this ticket now.",
     )
 
@@ -355,29 +354,34 @@ def ticket_claim(request: HttpRequest, ticket_id: int) -> HttpResponse:
 @require_POST
 @permission_required(WORK_TICKET, raise_exception=True)
 def ticket_assign(request: HttpRequest, ticket_id: int) -> HttpResponse:
-    def change(ticket: Ticket) -> None:
-        assignee = _assignee(request.POST.get("assignee"))
-        changes.ticket_assign(
-            ticket, revision=_revision(request), actor=request.user, assignee=assignee
-        )
-
-    return _work(request, ticket_id, change, "Assignment changed.")
+    return _work(
+        request,
+        ticket_id,
+        review_forms.AssignForm,
+        lambda t, data: changes.ticket_assign(
+            t, revision=data["revision"], actor=request.user, assignee=data["assignee"]
+        ),
+        "Assignment changed.",
+    )
 
 
 @require_POST
 @permission_required(WORK_TICKET, raise_exception=True)
 def ticket_close(request: HttpRequest, ticket_id: int) -> HttpResponse:
-    def change(ticket: Ticket) -> None:
-        changes.ticket_close(
-            ticket,
-            revision=_revision(request),
+    return _work(
+        request,
+        ticket_id,
+        review_forms.CloseForm,
+        lambda t, data: changes.ticket_close(
+            t,
+            revision=data["revision"],
             actor=request.user,
-            resolution=request.POST.get("resolution", ""),
-            cause=request.POST.get("cause", ""),
-            cause_text=request.POST.get("cause_text", ""),
-        )
-
-    return _work(request, ticket_id, change, "Ticket closed.")
+            resolution=data["resolution"],
+            cause=data["cause"],
+            cause_text=data["cause_text"],
+        ),
+        "Ticket closed.",
+    )
 
 
 @require_POST
@@ -386,7 +390,8 @@ def ticket_reopen(request: HttpRequest, ticket_id: int) -> HttpResponse:
     return _work(
         request,
         ticket_id,
-        lambda t: changes.ticket_reopen(t, revision=_revision(request), actor=request.user),
+        review_forms.TicketChange,
+        lambda t, data: changes.ticket_reopen(t, revision=data["revision"], actor=request.user),
         "Ticket reopened.",
     )
 
@@ -397,6 +402,7 @@ def ticket_comment(request: HttpRequest, ticket_id: int) -> HttpResponse:
     return _work(
         request,
         ticket_id,
-        lambda t: changes.ticket_comment(t, actor=request.user, text=request.POST.get("text", "")),
+        review_forms.CommentForm,
+        lambda t, data: changes.ticket_comment(t, actor=request.user, text=data["text"]),
         "Comment added.",
     )

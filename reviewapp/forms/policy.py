@@ -1,54 +1,17 @@
+"""Forms of authority decisions: proposing, deciding, publishing, importing."""
+
+from __future__ import annotations
+
 import json
-from collections.abc import Iterable
 from typing import Any
 
 from django import forms
 
 from reviewapp.engine.normalize import NORMALIZER_KINDS
+from reviewapp.forms.fields import whole_number
 from reviewapp.models import RuleProposal
 
-
-class MultipleFileInput(forms.ClearableFileInput):
-    allow_multiple_selected = True
-
-
-class MultipleFileField(forms.FileField):
-    def __init__(self, *args, **kwargs):
-        kwargs.setdefault("widget", MultipleFileInput())
-        super().__init__(*args, **kwargs)
-
-    def clean(self, data, initial=None):
-        single = super().clean
-        if isinstance(data, list | tuple):
-            if not data and self.required:
-                raise forms.ValidationError(self.error_messages["required"], code="required")
-            return [single(item, initial) for item in data]
-        return [single(data, initial)]
-
-
-class UploadForm(forms.Form):
-    files = MultipleFileField(
-        help_text="JSON Lines, .jsonl.gz, or OpenTelemetry JSON; several at once."
-    )
-
-
-class TokenForm(forms.Form):
-    name = forms.CharField(
-        max_length=100, help_text="What uses it, e.g. “nightly export from prod”."
-    )
-
-
-# --- authority decisions ------------------------------------------------------------
-
 NORMALIZER_CHOICES = [("", "—")] + [(kind, kind) for kind in NORMALIZER_KINDS]
-
-
-def whole_number(text: str | None) -> int | None:
-    """A number typed or sent as plain ASCII digits, else None (str.isdigit also takes
-    digits like "²" that int() refuses)."""
-    if text and text.isascii() and text.isdecimal():
-        return int(text)
-    return None
 
 
 def _words(text: str) -> list[str]:
@@ -154,6 +117,8 @@ class PublishForm(forms.Form):
 
 # A policy document is a few kilobytes; anything near this is not one.
 MAX_POLICY_FILE_BYTES = 1024 * 1024
+
+
 # Motivating tickets a proposal keeps (a family's prefill offers as many).
 MAX_MOTIVATING_TICKETS = 500
 
@@ -171,14 +136,3 @@ class ImportForm(forms.Form):
                 code="too_large",
             )
         return document
-
-
-def parse_selection(values: Iterable[str]) -> dict[int, int]:
-    """Checked rows of the queue, each "id:revision" as it was rendered."""
-    selection = {}
-    for value in values:
-        ticket_id, _, revision = value.partition(":")
-        ticket_id, revision = whole_number(ticket_id), whole_number(revision)
-        if ticket_id is not None and revision is not None:
-            selection[ticket_id] = revision
-    return selection

@@ -1,0 +1,35 @@
+"""Forms of the ingest pages: uploads and API tokens."""
+
+from __future__ import annotations
+
+from django import forms
+
+
+class MultipleFileInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class MultipleFileField(forms.FileField):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("widget", MultipleFileInput())
+        super().__init__(*args, **kwargs)
+
+    def clean(self, data, initial=None):
+        single = super().clean
+        if isinstance(data, list | tuple):
+            if not data and self.required:
+                raise forms.ValidationError(self.error_messages["required"], code="required")
+            return [single(item, initial) for item in data]
+        return [single(data, initial)]
+
+
+class UploadForm(forms.Form):
+    files = MultipleFileField(
+        help_text="JSON Lines, .jsonl.gz, or OpenTelemetry JSON; several at once."
+    )
+
+
+class TokenForm(forms.Form):
+    name = forms.CharField(
+        max_length=100, help_text="What uses it, e.g. “nightly export from prod”."
+    )
