@@ -79,7 +79,7 @@ def ticket_queue(request: HttpRequest) -> HttpResponse:
         # For the whole-family bulk change, read only when its form is rendered.
         "seen": lambda: stamp.data_stamp().text,
     }
-    template = "tickets/queue.html"
+    template = "review/queue.html"
     if request.htmx:
         # A filter form change swaps the results only; a link swaps the form too.
         template += "#queue-results" if request.htmx.target == "queue-results" else "#queue"
@@ -289,7 +289,7 @@ def ticket_detail(request: HttpRequest, ticket_id: int) -> HttpResponse:
         if seen.newest_policy_number > ticket.policy_number
         else (),
     }
-    return render(request, "tickets/detail.html", context)
+    return render(request, "review/detail.html", context)
 
 
 @require_GET
@@ -308,7 +308,7 @@ def _after_change(request: HttpRequest, ticket_id: int) -> HttpResponse:
     if request.htmx:
         ticket = _ticket_or_404(ticket_id)
         context = _work_context(request, ticket, stamp.data_stamp())
-        return render(request, "tickets/detail.html#ticket-work", context)
+        return render(request, "review/detail.html#ticket-work", context)
     # The queue's keyboard claim comes back to the queue it was made from.
     back = request.POST.get("next", "")
     if url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
