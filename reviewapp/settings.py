@@ -183,7 +183,10 @@ REDIS_URL = os.environ.get("REDIS_URL", "")
 BROKER_DIR = VAR_DIR / "broker"
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600, "socket_connect_timeout": 2}
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
+        "visibility_timeout": 3600,
+        "socket_connect_timeout": 2,
+    }
 else:
     BROKER_DIR.mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://"

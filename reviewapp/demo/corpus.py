@@ -390,7 +390,7 @@ def demo_lines(
     rng = random.Random(seed)
     end = until or datetime(2026, 11, 28, tzinfo=UTC)
     span = timedelta(days=30 * months)
-    out = []
+    out: list[str] = []
     for number in range(runs):
         agent, prefix, scenario, subject_key = SCENARIOS[number % len(SCENARIOS)]
         subject = (

@@ -17,8 +17,8 @@ def parse_selection(values: Iterable[str]) -> dict[int, int]:
     """Checked rows of the queue, each "id:revision" as it was rendered."""
     selection = {}
     for value in values:
-        ticket_id, _, revision = value.partition(":")
-        ticket_id, revision = whole_number(ticket_id), whole_number(revision)
+        ticket_text, _, revision_text = value.partition(":")
+        ticket_id, revision = whole_number(ticket_text), whole_number(revision_text)
         if ticket_id is not None and revision is not None:
             selection[ticket_id] = revision
     return selection

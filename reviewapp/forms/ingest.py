@@ -24,7 +24,7 @@ class MultipleFileField(forms.FileField):
 
 
 class UploadForm(forms.Form):
-    files = MultipleFileField(
+    files = MultipleFileField(  # type: ignore[assignment]  # a field named like Form.files
         help_text="JSON Lines, .jsonl.gz, or OpenTelemetry JSON; several at once."
     )
 

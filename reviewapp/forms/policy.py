@@ -50,7 +50,7 @@ class ProposalForm(forms.Form):
     family = forms.CharField(required=False, widget=forms.HiddenInput)
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        data = super().clean() or {}
         kind = data.get("kind")
         if kind == "authoritative-source" and not data.get("source"):
             self.add_error("source", "Name the source that owns the field.")

@@ -34,7 +34,7 @@ def insert_rows(
     omitted = _omitted_columns(model, attnames)
     if connection.vendor != "postgresql":
         instances = [model(**dict(zip(attnames, row, strict=True))) for row in rows]
-        created = model.objects.bulk_create(instances, batch_size=500)
+        created = model._default_manager.bulk_create(instances, batch_size=500)
         return [instance.pk for instance in created] if return_ids else []
 
     ids = reserve_ids(model, len(rows)) if return_ids else []

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -126,7 +126,7 @@ def stalled_batches(
             | Q(
                 state=IngestBatch.State.FAILED,
                 attempts__lt=max_attempts,
-                finished_at__lt=now - failed * F("attempts"),
+                finished_at__lt=Value(now) - Value(failed) * F("attempts"),
             )
         )
         .order_by("created_at")

@@ -11,7 +11,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 GZIP_MAGIC = b"\x1f\x8b"
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -39,7 +39,7 @@ class _Capped(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:  # type: ignore[override]
+    def readinto(self, buffer: Any) -> int:
         # read1: what one step inflates, so that a stream damaged further on still gives
         # everything before the damage.
         data = self._stream.read1(len(buffer))  # type: ignore[attr-defined]
@@ -77,7 +77,7 @@ class RawLine:
 def open_stream(stream: BinaryIO, max_decompressed: int = MAX_DECOMPRESSED_BYTES) -> BinaryIO:
     """Wrap a binary stream in a gzip decoder when it starts with the gzip magic bytes,
     capped at `max_decompressed` bytes."""
-    buffered = stream if isinstance(stream, io.BufferedReader) else io.BufferedReader(stream)  # type: ignore[arg-type]
+    buffered = stream if isinstance(stream, io.BufferedReader) else io.BufferedReader(stream)  # type: ignore[type-var]
     if buffered.peek(2)[:2] == GZIP_MAGIC:
         inflated = gzip.GzipFile(fileobj=buffered)
         return io.BufferedReader(_Capped(inflated, max_decompressed))  # type: ignore[arg-type]
@@ -104,7 +104,7 @@ class _Concatenated(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:  # type: ignore[override]
+    def readinto(self, buffer: Any) -> int:
         count = self._head.readinto(buffer)
         if count:
             return count
@@ -116,7 +116,7 @@ class _Concatenated(io.RawIOBase):
 def _whole_document(reader: BinaryIO) -> tuple[bytes | None, BinaryIO]:
     """A file whose first line is not a JSON value but which opens with { or [ may be one
     pretty-printed document: return it whole, or give back a reader that starts over."""
-    head = reader.peek(65536) if hasattr(reader, "peek") else b""  # type: ignore[attr-defined]
+    head = reader.peek(65536) if isinstance(reader, io.BufferedReader) else b""
     opening = head.lstrip()
     if opening[:1] not in (b"{", b"[") or b"\n" not in opening:
         return None, reader

@@ -54,7 +54,7 @@ def judge_stored_runs(
                 run
                 for run in stored_runs(block)
                 if not covers(
-                    current.get(run.pk),
+                    current.get(run.stored_pk),
                     through_record_id=run.through_record_id,
                     policy_number=active.number,
                 )
@@ -86,7 +86,7 @@ class RunsInFlight:
             touched.add(run_pk)
         passed = [run for run_pk, run in self.held.items() if run_pk not in touched]
         for run in passed:
-            del self.held[run.pk]
+            del self.held[run.stored_pk]
         self._judge(passed)
 
     def judge_rest(self) -> None:

@@ -157,8 +157,10 @@ def store_records(
     fresh: list[tuple[Line, int]], runs: dict[str, RunInfo]
 ) -> list[tuple[int, int, Record]]:
     """Store the records of new lines; (run pk, record id, record) in recording order."""
-    rows, records = [], []
+    rows: list[tuple[Any, ...]] = []
+    records: list[tuple[int, Record]] = []
     for line, line_id in fresh:
+        assert line.unit is not None  # only accepted lines have records
         for record, document in zip(line.unit.records, line.unit.documents, strict=True):
             key, source = _record_key(record)
             run_pk = runs[record.run_id].pk

@@ -20,7 +20,9 @@ class CappedUploadHandler(FileUploadHandler):
     def receive_data_chunk(self, raw_data: bytes, start: int) -> bytes:
         self.received += len(raw_data)
         if self.received > settings.INGEST_MAX_BYTES:
-            self.request._refused_uploads = [*refused_uploads(self.request), self.file_name]
+            request = self.request
+            assert request is not None  # an upload handler always has its request
+            request._refused_uploads = [*refused_uploads(request), self.file_name]  # type: ignore[attr-defined]
             raise SkipFile
         return raw_data
 

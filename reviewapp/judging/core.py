@@ -28,6 +28,13 @@ class RunToJudge:
     records: list[tuple[int, Record]]
 
     @property
+    def stored_pk(self) -> int:
+        """The run's primary key, for a run that is stored."""
+        if self.pk is None:
+            raise ValueError(f"run {self.run_id} is not stored")
+        return self.pk
+
+    @property
     def through_record_id(self) -> int:
         """The last record judged: a judgement covers the run up to it."""
         return self.records[-1][0]

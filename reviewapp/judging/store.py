@@ -14,6 +14,7 @@ the older view current. Storing is idempotent per (run, purpose, policy, last re
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db import connection
 
@@ -81,7 +82,8 @@ def judgements_store(judged: list[Judged], *, purpose: str, policy: PolicyRef) -
         ],
         return_ids=True,
     )
-    verdict_rows, finding_rows = [], []
+    verdict_rows: list[tuple[Any, ...]] = []
+    finding_rows: list[tuple[Any, ...]] = []
     for judgement_id, item in zip(judgement_ids, judged, strict=True):
         verdict_rows.extend(
             (judgement_id, item.run.pk, i, v.entity, v.field, v.action, v.kind, v.reason, v.rule)
@@ -120,8 +122,8 @@ def judgements_store(judged: list[Judged], *, purpose: str, policy: PolicyRef) -
     ]
     if purpose == ACTIVE:
         now_current = _make_current(judgement_ids)
-        for item in stored:
-            item.current = item.judgement_id in now_current
+        for kept in stored:
+            kept.current = kept.judgement_id in now_current
     return stored
 
 

@@ -3,6 +3,8 @@ a version would settle."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -61,7 +63,9 @@ class RuleProposal(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     base_number = models.PositiveIntegerField(help_text="the active version when proposed")
-    tickets = models.ManyToManyField("Ticket", blank=True, related_name="proposals")
+    tickets: models.ManyToManyField[Any, Any] = models.ManyToManyField(
+        "Ticket", blank=True, related_name="proposals"
+    )
     state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
     decided_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"

@@ -37,7 +37,7 @@ def settlements(policy: Policy, tickets: list[Ticket]) -> list[Settlement]:
     found = []
     for judged in judge(stored_runs(by_run), policy):
         verdicts = {(v.entity, v.field): v for v in judged.result.verdicts}
-        for ticket in by_run[judged.run.pk]:
+        for ticket in by_run[judged.run.stored_pk]:
             verdict = verdicts.get((ticket.entity, ticket.field))
             if verdict is not None and verdict.kind != "conflict":
                 found.append(Settlement(ticket, verdict.kind, verdict.rule, verdict.value))

@@ -204,7 +204,7 @@ def ticket_claim(ticket: Ticket, *, revision: int, actor) -> Ticket:
     def refuse(current: Ticket) -> str | None:
         if current.assignee_id == actor.pk:
             return "you already hold this ticket"
-        if current.assignee_id is not None:
+        if current.assignee is not None:
             return f"{current.assignee.get_username()} holds this ticket; assign it to take it over"
         return _require_open(current)
 

@@ -320,7 +320,7 @@ def handoff_package(evidence: TicketEvidence) -> dict[str, Any]:
     verdict = ticket.verdict
     ordered = sorted(
         (c for c in evidence.columns if c.completion_rank is not None),
-        key=lambda c: c.completion_rank,
+        key=lambda c: c.completion_rank or 0,
     )
     return {
         "ticket": {

@@ -39,7 +39,7 @@ def later_judgement(ticket: Ticket) -> LaterJudgement | None:
     """None while the judgement that opened the ticket is its run's current one (`ticket`
     comes with its run)."""
     current = ticket.run.current_judgement_id
-    if not judged_again(ticket.judgement_id, current):
+    if current is None or not judged_again(ticket.judgement_id, current):
         return None
     policy_number = Judgement.objects.values_list("policy_number", flat=True).get(pk=current)
     if ticket.kind == Ticket.Kind.FINDING:
@@ -47,16 +47,11 @@ def later_judgement(ticket: Ticket) -> LaterJudgement | None:
         return LaterJudgement(policy_number, "", "", "", found)
     verdict = (
         Verdict.objects.filter(judgement_id=current, entity=ticket.entity, field=ticket.field)
-        .values("kind", "reason", "action")
+        .values_list("kind", "reason", "action")
         .first()
-    ) or {}
-    return LaterJudgement(
-        policy_number,
-        verdict.get("kind") or "",
-        verdict.get("reason") or "",
-        verdict.get("action") or "",
-        False,
     )
+    kind, reason, action = verdict or ("", "", "")
+    return LaterJudgement(policy_number, kind or "", reason or "", action or "", False)
 
 
 @dataclass(frozen=True)

@@ -114,7 +114,7 @@ def token_list(request: HttpRequest) -> HttpResponse:
         if form.is_valid():
             _, created = create_token(user=request.user, name=form.cleaned_data["name"])
             form = TokenForm()
-    tokens = ApiToken.objects.filter(user=request.user)
+    tokens = ApiToken.objects.filter(user_id=request.user.pk or 0)
     return render(
         request, "ingest/tokens.html", {"form": form, "tokens": tokens, "created": created}
     )

@@ -115,8 +115,8 @@ def _initial_from_ticket(request: HttpRequest) -> tuple[dict, list[Ticket]]:
     """Prefill a proposal from the ticket (or its whole family) that motivated it."""
     ticket_id, family = request.GET.get("ticket"), request.GET.get("family")
     tickets: list[Ticket] = []
-    if whole_number(ticket_id) is not None:
-        tickets = list(Ticket.objects.filter(pk=whole_number(ticket_id)))
+    if (pk := whole_number(ticket_id)) is not None:
+        tickets = list(Ticket.objects.filter(pk=pk))
     elif family:
         tickets = list(Ticket.objects.filter(fingerprint=family, state=Ticket.State.OPEN)[:500])
     if not tickets:

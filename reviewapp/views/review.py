@@ -24,6 +24,7 @@ from reviewapp.models import AuditEvent, Ticket, TicketComment
 from reviewapp.review import changes, counts, errors, queue, related, stamp
 from reviewapp.review.evidence import handoff_package, ticket_evidence, with_judgement
 from reviewapp.views import review_rows as queue_html
+from reviewapp.views.htmx import HtmxHttpRequest
 
 TICKETS_PER_PAGE = 50
 FAMILIES_SHOWN = 100
@@ -45,7 +46,7 @@ def _url_with(base: str, params: dict[str, str], overrides: dict[str, str]) -> s
 
 
 @require_GET
-def ticket_queue(request: HttpRequest) -> HttpResponse:
+def ticket_queue(request: HtmxHttpRequest) -> HttpResponse:
     filters = queue.queue_filters(request.GET)
     facets = counts.facet_counts(filters, request.user)
     number = _page_number(request.GET.get("page"), facets.total)
@@ -303,7 +304,7 @@ def ticket_handoff(request: HttpRequest, ticket_id: int) -> HttpResponse:
     return response
 
 
-def _after_change(request: HttpRequest, ticket_id: int) -> HttpResponse:
+def _after_change(request: HtmxHttpRequest, ticket_id: int) -> HttpResponse:
     """htmx: the work panel again, with the message; a plain POST: back to the ticket."""
     if request.htmx:
         ticket = _ticket_or_404(ticket_id)
@@ -317,7 +318,7 @@ def _after_change(request: HttpRequest, ticket_id: int) -> HttpResponse:
 
 
 def _work(
-    request: HttpRequest,
+    request: HtmxHttpRequest,
     ticket_id: int,
     form_class: type[forms.Form],
     change: Callable[[Ticket, dict[str, Any]], object],
@@ -341,7 +342,7 @@ def _work(
 
 @require_POST
 @permission_required(WORK_TICKET, raise_exception=True)
-def ticket_claim(request: HttpRequest, ticket_id: int) -> HttpResponse:
+def ticket_claim(request: HtmxHttpRequest, ticket_id: int) -> HttpResponse:
     return _work(
         request,
         ticket_id,
@@ -353,7 +354,7 @@ def ticket_claim(request: HttpRequest, ticket_id: int) -> HttpResponse:
 
 @require_POST
 @permission_required(WORK_TICKET, raise_exception=True)
-def ticket_assign(request: HttpRequest, ticket_id: int) -> HttpResponse:
+def ticket_assign(request: HtmxHttpRequest, ticket_id: int) -> HttpResponse:
     return _work(
         request,
         ticket_id,
@@ -367,7 +368,7 @@ def ticket_assign(request: HttpRequest, ticket_id: int) -> HttpResponse:
 
 @require_POST
 @permission_required(WORK_TICKET, raise_exception=True)
-def ticket_close(request: HttpRequest, ticket_id: int) -> HttpResponse:
+def ticket_close(request: HtmxHttpRequest, ticket_id: int) -> HttpResponse:
     return _work(
         request,
         ticket_id,
@@ -386,7 +387,7 @@ def ticket_close(request: HttpRequest, ticket_id: int) -> HttpResponse:
 
 @require_POST
 @permission_required(WORK_TICKET, raise_exception=True)
-def ticket_reopen(request: HttpRequest, ticket_id: int) -> HttpResponse:
+def ticket_reopen(request: HtmxHttpRequest, ticket_id: int) -> HttpResponse:
     return _work(
         request,
         ticket_id,
@@ -398,7 +399,7 @@ def ticket_reopen(request: HttpRequest, ticket_id: int) -> HttpResponse:
 
 @require_POST
 @permission_required(WORK_TICKET, raise_exception=True)
-def ticket_comment(request: HttpRequest, ticket_id: int) -> HttpResponse:
+def ticket_comment(request: HtmxHttpRequest, ticket_id: int) -> HttpResponse:
     return _work(
         request,
         ticket_id,

@@ -3,7 +3,7 @@ result's provenance, value and errors (docs/formats.md says how)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,6 +80,7 @@ def convert_document(document: Any, keys: ExtractionKeys = DEFAULT_KEYS) -> list
     ``tool_call`` then its ``tool_observation``. Raises ExternalFormatError when the document
     is not an external format, or is one but cannot be read."""
     kind = detect_format(document)
+    spans: Iterator[_Span]
     if kind == OTLP:
         spans = (_read_otlp_span(where, raw) for where, raw in _otlp_tool_spans(document))
     elif kind == OTEL_SPAN:
@@ -163,7 +164,7 @@ def _error_items(value: Any) -> list[Any]:
     """Payload errors/warnings as native error items (strings or objects)."""
     if value is None or value is False or value in ("", [], {}):
         return []
-    items = []
+    items: list[Any] = []
     for item in value if isinstance(value, list) else [value]:
         if item is None:
             continue
