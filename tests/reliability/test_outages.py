@@ -12,9 +12,9 @@ import pytest
 
 from reviewapp.ingest.tokens import create_token
 from reviewapp.models import IngestBatch, Ticket, TraceLine
+from tests.ingest.test_worker import trace_body
 from tests.reliability.conftest import Browser
 from tests.reliability.stack import wait_for
-from tests.test_worker import trace_body
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 RUNS = 6000  # 36,000 lines: several seconds of work, long enough to be hit mid-way

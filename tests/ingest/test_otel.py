@@ -4,7 +4,6 @@ the edge cases of research §8, and properties over generated documents. No data
 import base64
 import json
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -17,9 +16,10 @@ from reviewapp.ingest.otel import (
     convert_document,
     detect_format,
 )
+from tests.paths import OTEL as OTEL_DIR
 
 DEFAULT_KEYS = ExtractionKeys()
-FIXTURES = Path(__file__).parent / "fixtures" / "otel"
+FIXTURES = OTEL_DIR
 FIXTURE_NAMES = (
     "otlp-js-sdk.json",
     "protobuf-messagetojson-not-spec.json",

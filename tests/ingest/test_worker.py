@@ -18,8 +18,8 @@ from django.urls import reverse
 from reviewapp.ingest.pipeline import ingest_file
 from reviewapp.ingest.tokens import create_token
 from reviewapp.models import IngestBatch, Run, Ticket, TraceLine
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 

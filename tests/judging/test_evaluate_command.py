@@ -4,12 +4,12 @@ import gzip
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
+
 SPEC = ROOT / "tests" / "fixtures" / "spec"
 GOOD = (
     '{"runId":"r1","type":"tool_observation","observationId":"o1","source":"a","status":"paid"}\n'

@@ -9,6 +9,7 @@ from django.urls import reverse
 
 from reviewapp.models import AuditEvent, Ticket, TraceLine
 from reviewapp.review import changes, related
+from tests.paths import SPEC as SPEC_DIR
 from tests.seeding import ingest_lines, review_desk_trace
 
 pytestmark = pytest.mark.django_db
@@ -142,12 +143,11 @@ def test_errors_and_fallbacks_are_marked(client, reviewer, desk):
 
 
 def test_a_finding_ticket_shows_the_runs_calls_as_a_timeline(client, reviewer, tmp_path):
-    from pathlib import Path
 
     from reviewapp.ingest.pipeline import ingest_file
     from reviewapp.models import PolicyVersion
 
-    spec = Path(__file__).parent / "fixtures" / "spec"
+    spec = SPEC_DIR
     PolicyVersion.objects.create(
         number=1, document=json.loads((spec / "refund-trajectory.policy.json").read_text())
     )

@@ -2,7 +2,6 @@
 
 import io
 import json
-from pathlib import Path
 
 import pytest
 from django.urls import reverse
@@ -11,6 +10,7 @@ from django.utils.html import escape
 from reviewapp.ingest.pipeline import ingest_file
 from reviewapp.models import PolicyVersion, RuleProposal, Ticket
 from reviewapp.policy.versions import policy_version_publish, proposal_create, proposal_decide
+from tests.paths import SPEC as SPEC_DIR
 
 pytestmark = pytest.mark.django_db
 FORM = {
@@ -50,7 +50,7 @@ def test_the_preview_says_what_it_means_without_saving(client, reviewer):
 
 
 def test_a_proposal_form_is_prefilled_from_a_ticket(client, reviewer):
-    ingest_file(Path(__file__).parent / "fixtures" / "spec" / "order-status.jsonl", channel="cli")
+    ingest_file(SPEC_DIR / "order-status.jsonl", channel="cli")
     ticket = Ticket.objects.get(run__run_id="stale-search")
     client.force_login(reviewer)
     body = client.get(reverse("policy-propose"), {"ticket": ticket.pk}).content.decode()
@@ -149,7 +149,7 @@ def test_a_ticket_offers_a_proposal_and_shows_a_newer_version_would_settle_it(
 ):
     from reviewapp.policy.settlements import settlements_label
 
-    ingest_file(Path(__file__).parent / "fixtures" / "spec" / "order-status.jsonl", channel="cli")
+    ingest_file(SPEC_DIR / "order-status.jsonl", channel="cli")
     ticket = Ticket.objects.get(run__run_id="stale-search")
     client.force_login(reviewer)
     page = client.get(reverse("ticket-detail", args=[ticket.pk])).content.decode()

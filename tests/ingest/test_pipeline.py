@@ -11,9 +11,11 @@ from reviewapp.ingest import pipeline as ingestion
 from reviewapp.ingest.batches import IngestSummary, create_batch
 from reviewapp.ingest.pipeline import ingest_batch, ingest_file
 from reviewapp.models import IngestBatch, Judgement, Run, Ticket, TraceLine, TraceRecord, Verdict
+from tests.paths import OTEL as OTEL_DIR
+from tests.paths import SPEC as SPEC_DIR
 
 pytestmark = pytest.mark.django_db
-SPEC = Path(__file__).resolve().parent / "fixtures" / "spec"
+SPEC = SPEC_DIR
 
 
 def line(**record) -> bytes:
@@ -342,7 +344,7 @@ def test_a_gzip_that_inflates_past_its_limit_keeps_the_lines_before_it(tmp_path,
 
 
 def test_a_nul_hidden_in_a_span_result_is_one_rejected_line_not_a_failed_batch(tmp_path):
-    from tests.test_otel import otlp, tool_span
+    from tests.ingest.test_otel import otlp, tool_span
 
     span = tool_span({"gen_ai.tool.call.result": '{"status": "pa-NUL-id"}'})
     # \u005c decodes to a backslash: the result's JSON text then holds \u0000, a NUL once
@@ -468,7 +470,7 @@ def test_the_command_reads_folders_and_prints_one_json_summary(tmp_path, capsys)
     ],
 )
 def test_opentelemetry_exports_are_ingested_as_tool_calls_and_observations(name, expected_format):
-    path = Path(__file__).parent / "fixtures" / "otel" / name
+    path = OTEL_DIR / name
     summary = ingest_file(path, channel=IngestBatch.Channel.CLI)
     # A pretty-printed document is one unit, kept whole as it arrived.
     assert (summary.lines, summary.accepted, summary.rejected) == (1, 1, 0)

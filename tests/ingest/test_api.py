@@ -10,9 +10,10 @@ from django.urls import reverse
 from reviewapp.ingest.pipeline import ingest_stored_batch
 from reviewapp.ingest.tokens import create_token, revoke_token
 from reviewapp.models import ApiToken, AuditEvent, IngestBatch, TraceLine
+from tests.paths import SPEC as SPEC_DIR
 
 pytestmark = pytest.mark.django_db
-SPEC = Path(__file__).resolve().parent / "fixtures" / "spec"
+SPEC = SPEC_DIR
 BODY = (SPEC / "order-status.jsonl").read_bytes()
 
 

@@ -1,7 +1,6 @@
 """Authority decisions become approved, numbered, immutable policy versions."""
 
 import json
-from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -34,9 +33,10 @@ from reviewapp.policy.versions import (
     proposal_decide,
 )
 from reviewapp.review.stamp import data_stamp
+from tests.paths import SPEC as SPEC_DIR
 
 pytestmark = pytest.mark.django_db
-SPEC = Path(__file__).resolve().parent / "fixtures" / "spec"
+SPEC = SPEC_DIR
 OWNER = {"field": "status", "source": "refund-service", "unlessValues": ["chargeback"]}
 
 
