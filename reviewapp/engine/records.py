@@ -50,17 +50,19 @@ OUTCOMES = frozenset({"success", "failure", "unknown"})
 class _Frozen(msgspec.Struct, frozen=True, gc=False):
     """Base of the engine's records: immutable, compared field by field, cheap to build.
 
-    Untracked by the garbage collector: a record refers to decoded JSON, never back."""
+    Untracked by the garbage collector: a record refers to decoded JSON, never back.
+    msgspec passes the configuration on to subclasses; each says `frozen=True` again only
+    for type checkers, which read a subclass without it as a mutable one."""
 
 
-class RunStarted(_Frozen):
+class RunStarted(_Frozen, frozen=True):
     run_id: str
     agent: str | None
     subject: Mapping[str, Any]
     started_at: str | None
 
 
-class ToolCall(_Frozen):
+class ToolCall(_Frozen, frozen=True):
     run_id: str
     tool_call_id: str
     tool: str
@@ -75,7 +77,7 @@ class ToolCall(_Frozen):
     completed_at: str | None
 
 
-class ObservationError(_Frozen):
+class ObservationError(_Frozen, frozen=True):
     code: str | None
     message: str | None
     field: str | None  # None: the error concerns every field
@@ -84,7 +86,7 @@ class ObservationError(_Frozen):
 FALLBACK_ERROR = ObservationError(code="FALLBACK", message="cached fallback value", field=None)
 
 
-class Observation(_Frozen):
+class Observation(_Frozen, frozen=True):
     run_id: str
     observation_id: str
     tool_call_id: str | None
@@ -122,7 +124,7 @@ class Observation(_Frozen):
         return (*found, FALLBACK_ERROR) if self.fallback else found
 
 
-class Resolution(_Frozen):
+class Resolution(_Frozen, frozen=True):
     run_id: str
     kind: str | None
     reason: str | None
@@ -140,7 +142,7 @@ class Resolution(_Frozen):
         return self.value if self.value is not None else self.status
 
 
-class AgentAction(_Frozen):
+class AgentAction(_Frozen, frozen=True):
     run_id: str
     name: str
     arguments: Mapping[str, Any]
