@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -209,11 +209,14 @@ class _TooDeep(Exception):
     pass
 
 
-def _count_keys(container: dict | list, depth: int) -> int:
-    """Keys of every object in `container`, however nested; _TooDeep past _FAST_DEPTH."""
+def _count_keys(container: dict[str, Any] | list[Any], depth: int) -> int:
+    """Keys of every object in `container`, however nested; _TooDeep past _FAST_DEPTH.
+
+    `container` and the containers inside it counted are exactly dicts and lists."""
     if depth > _FAST_DEPTH:
         raise _TooDeep
-    if container.__class__ is dict:
+    items: Iterable[Any]
+    if isinstance(container, dict):
         keys, items = len(container), container.values()
     else:
         keys, items = 0, container
@@ -443,7 +446,7 @@ def _agent_action(obj: Mapping[str, Any], run_id: str) -> AgentAction:
     )
 
 
-_BUILDERS = {
+_BUILDERS: dict[str, Callable[[Mapping[str, Any], str], Record]] = {
     "run_started": _run_started,
     "tool_call": _tool_call,
     "tool_observation": _observation,
@@ -479,6 +482,11 @@ _NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 
 class _Schema(msgspec.Struct, rename="camel", tag_field="type", gc=False):
     run_id: _NonEmpty
+
+    def build(self, obj: Mapping[str, Any]) -> Record | None:
+        """The record, from this checked schema and the decoded `obj`; None when a key
+        typed Any here is not what the trace format says (the reference checker decides)."""
+        raise NotImplementedError
 
 
 class _RunStartedSchema(_Schema, tag="run_started"):
@@ -652,7 +660,7 @@ class _AgentActionSchema(_Schema, tag="agent_action"):
 
 
 # By "type" (msgspec.convert of a tagged union is slower than this look-up and one struct).
-_SCHEMAS: dict[Any, type[_Schema]] = {
+_SCHEMAS: dict[str | int | None, type[_Schema]] = {
     schema.__struct_config__.tag: schema
     for schema in (
         _RunStartedSchema,
