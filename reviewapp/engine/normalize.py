@@ -7,7 +7,7 @@ normalizer does not understand is returned unchanged and so compared raw.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Context, Decimal, InvalidOperation
 from typing import Any
@@ -104,20 +104,24 @@ def _decimal_amount(amount: Any) -> Decimal | None:
     return number if number.is_finite() else None
 
 
-def _minor_units(amount: Any, exponent: int) -> int | None:
+def _minor_units(amount: object, exponent: int) -> int | None:
     """`amount` times 10**exponent as an exact integer, None when it is not a number or
     leaves a fraction of a minor unit. Integers and decimal strings are scaled in integer
-    arithmetic; a float, or a string too long for int(), through Decimal without rounding."""
-    kind = amount.__class__
-    if kind is int:
-        return amount * 10**exponent
-    if kind is str and len(amount) < 4000:
+    arithmetic; a float, or a string too long for int(), through Decimal without rounding.
+
+    `exponent` is never negative. (Type checkers read int ** int as Any, since a negative
+    power is a float: the int annotations below say what these powers are.)"""
+    if type(amount) is int:
+        scale: int = 10**exponent
+        return amount * scale
+    if type(amount) is str and len(amount) < 4000:
         parts = _DECIMAL_PARTS.fullmatch(amount.strip())
         if parts is None:
             return None
         sign, whole, fraction = parts.groups("")
         digits = whole + fraction
         surplus = len(fraction) - exponent  # digits past the minor unit
+        minor: int
         if surplus <= 0:
             minor = int(digits) * 10**-surplus
         elif digits[-surplus:].strip("0"):
@@ -150,7 +154,7 @@ def normalize_money(value: Any) -> Any:
     return {"amount": minor, "currency": code, "unit": "minor"}
 
 
-def canonical(value: Any) -> Any:
+def canonical(value: object) -> Hashable:
     """A hashable form in which two JSON values are equal exactly when they are JSON-equal
     (1 equals 1.0; true never equals 1; object key order does not matter)."""
     kind = type(value)
@@ -160,30 +164,33 @@ def canonical(value: Any) -> Any:
         return ("bool", value)
     if kind is int or kind is float:
         return value
-    if kind is list or kind is tuple:
+    # Containers are tested as type(value), not kind: type checkers narrow only the former.
+    if type(value) is list or type(value) is tuple:
         return ("list", tuple(canonical(item) for item in value))
-    if kind is dict:
+    if type(value) is dict:
         return ("object", frozenset((k, canonical(v)) for k, v in value.items()))
     return ("other", repr(value))
 
 
-def json_equal(a: Any, b: Any) -> bool:
-    """canonical(a) == canonical(b), without building either: the judge's comparisons."""
-    kind = a.__class__
+def json_equal(a: object, b: object) -> bool:
+    """canonical(a) == canonical(b), without building either: the judge's comparisons.
+
+    Exact types, as canonical tests them; containers as type(a) and type(b), which type
+    checkers narrow (and which are cheaper than __class__)."""
+    kind, other = type(a), type(b)
     if kind is str:
-        return b.__class__ is str and a == b
-    if kind is bool or b.__class__ is bool:
-        return kind is b.__class__ and a == b
-    if kind is dict:
-        if b.__class__ is not dict or len(a) != len(b):
+        return other is str and a == b
+    if kind is bool or other is bool:
+        return kind is other and a == b
+    if type(a) is dict:
+        if type(b) is not dict or len(a) != len(b):
             return False
         return all(key in b and json_equal(item, b[key]) for key, item in a.items())
-    if kind is list or kind is tuple:
-        if (b.__class__ is not list and b.__class__ is not tuple) or len(a) != len(b):
+    if type(a) is list or type(a) is tuple:
+        if (type(b) is not list and type(b) is not tuple) or len(a) != len(b):
             return False
         return all(map(json_equal, a, b))
     if a is None or kind is int or kind is float:
-        other = b.__class__
         if b is None or other is int or other is float:
             return a == b
         return False

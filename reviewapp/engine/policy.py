@@ -315,7 +315,7 @@ def load_policy(document: Any) -> Policy:
     name = document.get("name")
     if name is not None:
         check.typed(name, str, "name", "a string")
-    safe_actions = DEFAULT_SAFE_ACTIONS
+    safe_actions: tuple[str, ...] = DEFAULT_SAFE_ACTIONS
     if "safeActions" in document:
         safe_actions = check.strings(document["safeActions"], "safeActions")
     fields = _fields(check, document.get("fields", {}))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -50,17 +50,19 @@ OUTCOMES = frozenset({"success", "failure", "unknown"})
 class _Frozen(msgspec.Struct, frozen=True, gc=False):
     """Base of the engine's records: immutable, compared field by field, cheap to build.
 
-    Untracked by the garbage collector: a record refers to decoded JSON, never back."""
+    Untracked by the garbage collector: a record refers to decoded JSON, never back.
+    msgspec passes the configuration on to subclasses; each says `frozen=True` again only
+    for type checkers, which read a subclass without it as a mutable one."""
 
 
-class RunStarted(_Frozen):
+class RunStarted(_Frozen, frozen=True):
     run_id: str
     agent: str | None
     subject: Mapping[str, Any]
     started_at: str | None
 
 
-class ToolCall(_Frozen):
+class ToolCall(_Frozen, frozen=True):
     run_id: str
     tool_call_id: str
     tool: str
@@ -75,7 +77,7 @@ class ToolCall(_Frozen):
     completed_at: str | None
 
 
-class ObservationError(_Frozen):
+class ObservationError(_Frozen, frozen=True):
     code: str | None
     message: str | None
     field: str | None  # None: the error concerns every field
@@ -84,7 +86,7 @@ class ObservationError(_Frozen):
 FALLBACK_ERROR = ObservationError(code="FALLBACK", message="cached fallback value", field=None)
 
 
-class Observation(_Frozen):
+class Observation(_Frozen, frozen=True):
     run_id: str
     observation_id: str
     tool_call_id: str | None
@@ -122,7 +124,7 @@ class Observation(_Frozen):
         return (*found, FALLBACK_ERROR) if self.fallback else found
 
 
-class Resolution(_Frozen):
+class Resolution(_Frozen, frozen=True):
     run_id: str
     kind: str | None
     reason: str | None
@@ -140,7 +142,7 @@ class Resolution(_Frozen):
         return self.value if self.value is not None else self.status
 
 
-class AgentAction(_Frozen):
+class AgentAction(_Frozen, frozen=True):
     run_id: str
     name: str
     arguments: Mapping[str, Any]
@@ -207,11 +209,14 @@ class _TooDeep(Exception):
     pass
 
 
-def _count_keys(container: dict | list, depth: int) -> int:
-    """Keys of every object in `container`, however nested; _TooDeep past _FAST_DEPTH."""
+def _count_keys(container: dict[str, Any] | list[Any], depth: int) -> int:
+    """Keys of every object in `container`, however nested; _TooDeep past _FAST_DEPTH.
+
+    `container` and the containers inside it counted are exactly dicts and lists."""
     if depth > _FAST_DEPTH:
         raise _TooDeep
-    if container.__class__ is dict:
+    items: Iterable[Any]
+    if isinstance(container, dict):
         keys, items = len(container), container.values()
     else:
         keys, items = 0, container
@@ -441,7 +446,7 @@ def _agent_action(obj: Mapping[str, Any], run_id: str) -> AgentAction:
     )
 
 
-_BUILDERS = {
+_BUILDERS: dict[str, Callable[[Mapping[str, Any], str], Record]] = {
     "run_started": _run_started,
     "tool_call": _tool_call,
     "tool_observation": _observation,
@@ -477,6 +482,11 @@ _NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 
 class _Schema(msgspec.Struct, rename="camel", tag_field="type", gc=False):
     run_id: _NonEmpty
+
+    def build(self, obj: Mapping[str, Any]) -> Record | None:
+        """The record, from this checked schema and the decoded `obj`; None when a key
+        typed Any here is not what the trace format says (the reference checker decides)."""
+        raise NotImplementedError
 
 
 class _RunStartedSchema(_Schema, tag="run_started"):
@@ -650,7 +660,7 @@ class _AgentActionSchema(_Schema, tag="agent_action"):
 
 
 # By "type" (msgspec.convert of a tagged union is slower than this look-up and one struct).
-_SCHEMAS: dict[Any, type[_Schema]] = {
+_SCHEMAS: dict[str | int | None, type[_Schema]] = {
     schema.__struct_config__.tag: schema
     for schema in (
         _RunStartedSchema,

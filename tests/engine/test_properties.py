@@ -124,7 +124,8 @@ def names_field(line: dict, field: str) -> bool:
 
 def expected_evidence(lines: list[dict]) -> dict[tuple, list[str]]:
     """Groups that get a verdict, by the wording of spec/policy.md, with their members."""
-    groups, said = {}, set()
+    groups: dict[tuple, list[str]] = {}
+    said: set[tuple] = set()
     for line in lines:
         if line["type"] != "tool_observation":
             continue

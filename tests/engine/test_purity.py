@@ -12,7 +12,7 @@ ALLOWED_OUTSIDE_STDLIB = {"msgspec"}
 
 
 def imported_modules(path: Path) -> set[str]:
-    names = set()
+    names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
