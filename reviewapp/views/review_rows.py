@@ -5,6 +5,10 @@ After every change to any ticket the queue renders these again (what it caches i
 the tickets as they are), and in the template they are over a thousand variable nodes per
 page, most of the page's time. Here each row or link is one format_html() call: every value
 is still escaped by it, and only fixed markup written in this module is marked safe.
+
+Measured (2026-12-01, 50 rows): 2.2 ms here against 8.6 ms for the same markup from a
+template loop, whose 6.4 ms more would take the queue right after a change from 13.6 to
+about 20 ms at p95, past three times the trivial page (benchmarks/pages.py's goal).
 """
 
 from __future__ import annotations
