@@ -13,17 +13,18 @@ from pathlib import Path
 
 import pytest
 from django.apps import apps
-from django.db import DatabaseError, connection, transaction
+from django.contrib.auth.models import User
+from django.db import DatabaseError, IntegrityError, connection, transaction
 
 from reviewapp.ingest.pipeline import ingest_file
 from reviewapp.judging.core import judge, stored_runs
-from reviewapp.judging.policies import policy_of_version
-from reviewapp.judging.store import REPLAY, SHADOW, PolicyRef, judgements_store
+from reviewapp.judging.store import REPLAY, SHADOW, judgements_store
 from reviewapp.models import (
     AuditEvent,
     Finding,
     IngestBatch,
     Judgement,
+    PolicyCandidate,
     PolicyVersion,
     ProspectiveSettlement,
     Run,
@@ -32,6 +33,12 @@ from reviewapp.models import (
     TraceLine,
     TraceRecord,
     Verdict,
+)
+from reviewapp.policy.candidates import (
+    candidate_of_proposal,
+    candidate_of_version,
+    candidate_ref,
+    policy_of_candidate,
 )
 from reviewapp.policy.settlements import settlements_label
 from reviewapp.policy.versions import policy_version_publish, proposal_create, proposal_decide
@@ -45,8 +52,10 @@ SPEC = Path(__file__).resolve().parent / "fixtures" / "spec"
 # what the models declare.
 APPEND_ONLY = {
     AuditEvent,
+    PolicyCandidate,
     Finding,
     Judgement,
+    PolicyCandidate,
     PolicyVersion,
     ProspectiveSettlement,
     TicketComment,
@@ -88,7 +97,9 @@ def every_table_has_a_row(tmp_path, reviewer, approver):
         rationale="the refund service owns refunds",
     )
     proposal_decide(proposal=proposal, user=approver, approve=True, reason="")
-    settlements_label(policy_version_publish(user=approver, reason="owners"))
+    version = policy_version_publish(user=approver, reason="owners")
+    settlements_label(version)
+    candidate_of_version(version)
     for model in APPEND_ONLY:
         assert model.objects.exists(), model.__name__
 
@@ -121,12 +132,20 @@ def test_postgresql_refuses_update_delete_and_truncate_of_what_is_append_only(
 def test_a_shadow_or_replay_judgement_moves_no_run_and_opens_no_ticket(every_table_has_a_row):
     run = Run.objects.get(run_id="stale-search")
     current, tickets = run.current_judgement_id, list(Ticket.objects.values_list("pk", "revision"))
-    newer = PolicyVersion.objects.get()
+    candidate = candidate_of_proposal(
+        proposal_create(
+            user=User.objects.get(username="rita"),
+            kind="authoritative-source",
+            change={"field": "status", "source": "search-index"},
+            rationale="what if the index owned it",
+        )
+    )
+    assert candidate.number == PolicyVersion.objects.get().number + 1
     for purpose in (SHADOW, REPLAY):
         stored = judgements_store(
-            judge(stored_runs([run.pk]), policy_of_version(newer)),
+            judge(stored_runs([run.pk]), policy_of_candidate(candidate)),
             purpose=purpose,
-            policy=PolicyRef(newer.number + 1, newer.pk),
+            policy=candidate_ref(candidate),
         )
         assert [s.current for s in stored] == [False]
     run.refresh_from_db()
@@ -141,6 +160,9 @@ def test_a_shadow_or_replay_judgement_moves_no_run_and_opens_no_ticket(every_tab
     with pytest.raises(DatabaseError, match="only an active judgement"), transaction.atomic():
         Ticket.objects.filter(run=run).update(judgement=shadow, verdict=verdict)
     other = Judgement.objects.exclude(run=run).filter(purpose="active").first()
+    # A shadow judgement that names no candidate is refused too.
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Judgement.objects.create(run=run, purpose=SHADOW, policy_number=9, through_record_id=1)
     with pytest.raises(DatabaseError, match="only an active judgement"), transaction.atomic():
         Run.objects.filter(pk=run.pk).update(current_judgement=other)
 
@@ -201,12 +223,17 @@ def test_sqlite_makes_only_an_active_judgement_current(sqlite_database):
             "INSERT INTO reviewapp_run (id, run_id, agent, started_at, first_ingested_at) "
             "VALUES (1, 'r1', '', '2026-11-30', '2026-11-30')"
         )
-        for pk, purpose in ((1, "active"), (2, "shadow")):
+        db.execute(
+            "INSERT INTO reviewapp_policycandidate (id, kind, document, sha256, number, "
+            "base_number, created_at) VALUES (1, 'draft', '{}', 'x', 1, 0, '2026-11-30')"
+        )
+        for pk, purpose, candidate in ((1, "active", None), (2, "shadow", 1)):
             db.execute(
-                "INSERT INTO reviewapp_judgement (id, run_id, purpose, policy_number, "
-                "through_record_id, verdict_count, conflict_count, unsafe_count, finding_count, "
-                "created_at) VALUES (?, 1, ?, 0, 1, 0, 0, 0, 0, '2026-11-30')",
-                (pk, purpose),
+                "INSERT INTO reviewapp_judgement (id, run_id, purpose, candidate_id, "
+                "policy_number, through_record_id, verdict_count, conflict_count, "
+                "unsafe_count, finding_count, created_at) "
+                "VALUES (?, 1, ?, ?, 0, 1, 0, 0, 0, 0, '2026-11-30')",
+                (pk, purpose, candidate),
             )
         db.execute("UPDATE reviewapp_run SET current_judgement_id = 1")
         with pytest.raises(sqlite3.IntegrityError, match="only an active judgement"):

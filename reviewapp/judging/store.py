@@ -29,11 +29,12 @@ REPLAY = Judgement.Purpose.REPLAY.value
 
 @dataclass(frozen=True)
 class PolicyRef:
-    """The policy a judgement was made under: its number (0, the built-in default) and,
-    for a published version, its row."""
+    """The policy a judgement was made under: its number (0, the built-in default), for a
+    published version its row, and for a SHADOW or REPLAY judgement its candidate."""
 
     number: int
     version_id: int | None
+    candidate_id: int | None = None
 
 
 @dataclass(slots=True)
@@ -59,6 +60,7 @@ def judgements_store(judged: list[Judged], *, purpose: str, policy: PolicyRef) -
             "run_id",
             "purpose",
             "policy_version_id",
+            "candidate_id",
             "policy_number",
             "through_record_id",
             "verdict_count",
@@ -71,6 +73,7 @@ def judgements_store(judged: list[Judged], *, purpose: str, policy: PolicyRef) -
                 item.run.pk,
                 purpose,
                 policy.version_id,
+                policy.candidate_id,
                 policy.number,
                 item.run.through_record_id,
                 len(item.result.verdicts),

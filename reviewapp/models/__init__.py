@@ -7,7 +7,12 @@ move; every move of a ticket is an AuditEvent."""
 
 from reviewapp.models.ingest import ApiToken, IngestBatch, Run, ServicePulse, TraceLine, TraceRecord
 from reviewapp.models.judging import Finding, Judgement, Verdict
-from reviewapp.models.policy import PolicyVersion, ProspectiveSettlement, RuleProposal
+from reviewapp.models.policy import (
+    PolicyCandidate,
+    PolicyVersion,
+    ProspectiveSettlement,
+    RuleProposal,
+)
 from reviewapp.models.review import (
     AuditEvent,
     Ticket,
@@ -22,6 +27,7 @@ __all__ = [
     "Finding",
     "IngestBatch",
     "Judgement",
+    "PolicyCandidate",
     "PolicyVersion",
     "ProspectiveSettlement",
     "RuleProposal",

@@ -4,12 +4,16 @@ and findings. Written once, never changed: a run judged again gets a new judgeme
 from __future__ import annotations
 
 from django.db import models
+from django.db.models import Q
 
 from reviewapp.models import guards
 
 
 class Judgement(models.Model):
-    """The engine's output for one run, under one policy version, at one point of its lines."""
+    """The engine's output for one run, under one policy, at one point of its lines.
+
+    ACTIVE judgements are made under the active version (policy_number; 0 is the built-in
+    default); SHADOW and REPLAY ones under a candidate, never current, never ticketed."""
 
     class Purpose(models.TextChoices):
         ACTIVE = "active"
@@ -23,6 +27,15 @@ class Judgement(models.Model):
     purpose = models.CharField(max_length=10, choices=Purpose.choices, default=Purpose.ACTIVE)
     policy_version = models.ForeignKey(
         "PolicyVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="judgements"
+    )
+    # SHADOW and REPLAY: the candidate judged under (its number is policy_number).
+    candidate = models.ForeignKey(
+        "PolicyCandidate",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="judgements",
+        db_index=False,
     )
     # 0 is the built-in default policy, used until a version is published.
     policy_number = models.PositiveIntegerField()
@@ -38,8 +51,20 @@ class Judgement(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["run", "purpose", "policy_number", "through_record_id"],
+                condition=Q(candidate__isnull=True),
                 name="judgement_once_per_state",
-            )
+            ),
+            models.UniqueConstraint(
+                fields=["run", "purpose", "candidate", "through_record_id"],
+                condition=Q(candidate__isnull=False),
+                name="judgement_once_per_candidate",
+            ),
+            # Active judgements are the active version's; the others name their candidate.
+            models.CheckConstraint(
+                condition=(Q(purpose="active") & Q(candidate__isnull=True))
+                | (~Q(purpose="active") & Q(candidate__isnull=False)),
+                name="judgement_candidate_unless_active",
+            ),
         ]
 
     def __str__(self) -> str:

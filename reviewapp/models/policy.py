@@ -34,6 +34,65 @@ class PolicyVersion(models.Model):
         return f"v{self.number}"
 
 
+class PolicyCandidate(models.Model):
+    """A policy some runs are judged under beside the active one, prospectively: a published
+    version, the draft (the active version with every approved, unpublished proposal), or
+    the draft with one more proposal applied. Immutable, like what it is made from: the
+    draft changing makes a new candidate. One row per kind and document (its SHA-256)."""
+
+    class Kind(models.TextChoices):
+        VERSION = "version", "published version"
+        DRAFT = "draft", "draft"
+        PROPOSAL = "proposal", "draft with a proposal applied"
+
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    document = models.JSONField()
+    sha256 = models.CharField(max_length=64)
+    # The number it has (a version) or would get if published now (the draft, a proposal).
+    number = models.PositiveIntegerField()
+    # The active version it was drafted from.
+    base_number = models.PositiveIntegerField()
+    version = models.ForeignKey(
+        PolicyVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="candidates"
+    )
+    proposal = models.ForeignKey(
+        "RuleProposal", null=True, blank=True, on_delete=models.PROTECT, related_name="candidates"
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        triggers = guards.append_only()
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["kind", "sha256", "version", "proposal"],
+                name="candidate_once_per_document",
+                nulls_distinct=False,
+            ),
+            models.CheckConstraint(
+                condition=(Q(kind="version") & Q(version__isnull=False) & Q(proposal__isnull=True))
+                | (Q(kind="draft") & Q(version__isnull=True) & Q(proposal__isnull=True))
+                | (Q(kind="proposal") & Q(version__isnull=True) & Q(proposal__isnull=False)),
+                name="candidate_names_what_it_is",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.label
+
+    @property
+    def label(self) -> str:
+        """How screens and exports name it: "prospective under {label}"."""
+        if self.kind == self.Kind.VERSION:
+            return f"v{self.number}"
+        if self.kind == self.Kind.PROPOSAL:
+            return f"v{self.number} draft with proposal #{self.proposal_id}"
+        return f"v{self.number} draft"
+
+
 class RuleProposal(models.Model):
     """An authority decision a reviewer proposes; a second person approves or rejects it,
     and approved proposals are published together as the next policy version.

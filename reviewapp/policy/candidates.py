@@ -1,0 +1,100 @@
+"""Candidates: the policies runs are judged under prospectively, beside the active one
+(replay, shadow mode). A candidate is made from a published version, the draft, or the
+draft with one more proposal applied, and kept as it was: when the draft changes, the
+next candidate made from it is a new one."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from reviewapp.engine import Policy, load_policy
+from reviewapp.judging.store import PolicyRef
+from reviewapp.models import PolicyCandidate, PolicyVersion, RuleProposal
+from reviewapp.policy.versions import active_document, draft_document
+
+
+def candidate_of_version(version: PolicyVersion, *, user: Any = None) -> PolicyCandidate:
+    return _kept(
+        PolicyCandidate.Kind.VERSION,
+        dict(version.document),
+        number=version.number,
+        base_number=version.based_on,
+        version=version,
+        user=user,
+    )
+
+
+def candidate_of_draft(*, user: Any = None) -> PolicyCandidate:
+    """The draft as it stands: the active document with every approved proposal."""
+    base, _ = active_document()
+    return _kept(
+        PolicyCandidate.Kind.DRAFT,
+        draft_document(),
+        number=base + 1,
+        base_number=base,
+        user=user,
+    )
+
+
+def candidate_of_proposal(proposal: RuleProposal, *, user: Any = None) -> PolicyCandidate:
+    """The draft with this proposal applied (whatever its state: an approver looks at a
+    pending one before deciding)."""
+    base, _ = active_document()
+    document = (
+        draft_document()
+        if proposal.state == RuleProposal.State.APPROVED and proposal.published_in_id is None
+        else draft_document((proposal.kind, proposal.change))
+    )
+    return _kept(
+        PolicyCandidate.Kind.PROPOSAL,
+        document,
+        number=base + 1,
+        base_number=base,
+        proposal=proposal,
+        user=user,
+    )
+
+
+def policy_of_candidate(candidate: PolicyCandidate) -> Policy:
+    return load_policy({**candidate.document, "version": candidate.number})
+
+
+def candidate_ref(candidate: PolicyCandidate) -> PolicyRef:
+    """How judgements under the candidate are stored (judging.store)."""
+    return PolicyRef(candidate.number, candidate.version_id, candidate.pk)
+
+
+def _kept(
+    kind: str,
+    document: dict[str, Any],
+    *,
+    number: int,
+    base_number: int,
+    version: PolicyVersion | None = None,
+    proposal: RuleProposal | None = None,
+    user: Any = None,
+) -> PolicyCandidate:
+    document = {key: value for key, value in document.items() if key != "version"}
+    load_policy(document)  # a candidate is always a valid policy
+    sha256 = hashlib.sha256(
+        json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()
+    identity = {"kind": kind, "sha256": sha256, "version": version, "proposal": proposal}
+    found = PolicyCandidate.objects.filter(**identity).first()
+    if found is not None:
+        return found
+    try:
+        with transaction.atomic():
+            return PolicyCandidate.objects.create(
+                **identity,
+                document=document,
+                number=number,
+                base_number=base_number,
+                created_by=user if user is not None and user.is_authenticated else None,
+            )
+    except IntegrityError:  # made by someone else a moment ago
+        return PolicyCandidate.objects.get(**identity)
