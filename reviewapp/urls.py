@@ -2,9 +2,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from reviewapp.accounts.sign_in import ThrottledAuthenticationForm
-from reviewapp.views import dashboard, ingest, policy
-from reviewapp.views import ingest_api as api
-from reviewapp.views import review as tickets
+from reviewapp.views import dashboard, ingest, ingest_api, policy, review
 
 urlpatterns = [
     # Sign-in
@@ -42,16 +40,16 @@ urlpatterns = [
     path("policy/proposals/<int:pk>/", policy.proposal_detail, name="proposal-detail"),
     path("policy/proposals/<int:pk>/decide/", policy.proposal_decide, name="proposal-decide"),
     # Tickets
-    path("tickets/", tickets.ticket_queue, name="ticket-queue"),
-    path("tickets/bulk/", tickets.ticket_bulk, name="ticket-bulk"),
-    path("tickets/<int:ticket_id>/", tickets.ticket_detail, name="ticket-detail"),
-    path("tickets/<int:ticket_id>/handoff.json", tickets.ticket_handoff, name="ticket-handoff"),
-    path("tickets/<int:ticket_id>/claim/", tickets.ticket_claim, name="ticket-claim"),
-    path("tickets/<int:ticket_id>/assign/", tickets.ticket_assign, name="ticket-assign"),
-    path("tickets/<int:ticket_id>/comment/", tickets.ticket_comment, name="ticket-comment"),
-    path("tickets/<int:ticket_id>/close/", tickets.ticket_close, name="ticket-close"),
-    path("tickets/<int:ticket_id>/reopen/", tickets.ticket_reopen, name="ticket-reopen"),
+    path("tickets/", review.ticket_queue, name="ticket-queue"),
+    path("tickets/bulk/", review.ticket_bulk, name="ticket-bulk"),
+    path("tickets/<int:ticket_id>/", review.ticket_detail, name="ticket-detail"),
+    path("tickets/<int:ticket_id>/handoff.json", review.ticket_handoff, name="ticket-handoff"),
+    path("tickets/<int:ticket_id>/claim/", review.ticket_claim, name="ticket-claim"),
+    path("tickets/<int:ticket_id>/assign/", review.ticket_assign, name="ticket-assign"),
+    path("tickets/<int:ticket_id>/comment/", review.ticket_comment, name="ticket-comment"),
+    path("tickets/<int:ticket_id>/close/", review.ticket_close, name="ticket-close"),
+    path("tickets/<int:ticket_id>/reopen/", review.ticket_reopen, name="ticket-reopen"),
     # API (bearer tokens)
-    path("api/v1/traces", api.post_traces, name="api-traces"),
-    path("api/v1/batches/<uuid:public_id>", api.get_batch, name="api-batch"),
+    path("api/v1/traces", ingest_api.post_traces, name="api-traces"),
+    path("api/v1/batches/<uuid:public_id>", ingest_api.get_batch, name="api-batch"),
 ]

@@ -23,7 +23,7 @@ from reviewapp.forms.fields import whole_number
 from reviewapp.models import AuditEvent, Ticket, TicketComment
 from reviewapp.review import changes, counts, errors, queue, related, stamp
 from reviewapp.review.evidence import handoff_package, ticket_evidence, with_judgement
-from reviewapp.views import review_rows as queue_html
+from reviewapp.views import review_rows
 from reviewapp.views.htmx import HtmxHttpRequest
 
 TICKETS_PER_PAGE = 50
@@ -58,8 +58,8 @@ def ticket_queue(request: HtmxHttpRequest) -> HttpResponse:
     context = {
         "filters": filters,
         "facets": facets,
-        "facet_sections": lambda: queue_html.facet_sections(facet_links),
-        "facet_datalists": lambda: queue_html.facet_datalists(facet_links),
+        "facet_sections": lambda: review_rows.facet_sections(facet_links),
+        "facet_datalists": lambda: review_rows.facet_datalists(facet_links),
         "text_filters": [
             {"name": name, "title": FACET_TITLES[name], "current": getattr(filters, name)}
             for name in TEXT_FILTERS
@@ -70,8 +70,8 @@ def ticket_queue(request: HtmxHttpRequest) -> HttpResponse:
         "page": _QueuePage(number, facets.total),
         "families": SimpleLazyObject(lambda: _family_rows(filters, request.user, facets.version)),
         "families_shown": FAMILIES_SHOWN,
-        "rows": lambda: queue_html.queue_rows(
-            shown.values(*queue_html.QUEUE_ROW_COLUMNS), can_work=can_work
+        "rows": lambda: review_rows.queue_rows(
+            shown.values(*review_rows.QUEUE_ROW_COLUMNS), can_work=can_work
         ),
         "can_work": can_work,
         "workers": related.ticket_workers() if can_work else [],
