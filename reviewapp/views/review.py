@@ -102,6 +102,15 @@ class _QueuePage:
         self.total = total
 
     @property
+    def paginator(self) -> _QueuePage:
+        """As a Django Page's (templates/_pagination.html reads its num_pages): itself."""
+        return self
+
+    @property
+    def has_other_pages(self) -> bool:
+        return self.num_pages > 1
+
+    @property
     def has_previous(self) -> bool:
         return self.number > 1
 
