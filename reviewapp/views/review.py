@@ -103,6 +103,15 @@ class _QueuePage:
         self.total = total
 
     @property
+    def paginator(self) -> _QueuePage:
+        """As a Django Page's (templates/_pagination.html reads its num_pages): itself."""
+        return self
+
+    @property
+    def has_other_pages(self) -> bool:
+        return self.num_pages > 1
+
+    @property
     def has_previous(self) -> bool:
         return self.number > 1
 
@@ -309,7 +318,7 @@ def _after_change(request: HtmxHttpRequest, ticket_id: int) -> HttpResponse:
     if request.htmx:
         ticket = _ticket_or_404(ticket_id)
         context = _work_context(request, ticket, stamp.data_stamp())
-        return render(request, "review/detail.html#ticket-work", context)
+        return render(request, "review/ticket/_work.html", context)
     # The queue's keyboard claim comes back to the queue it was made from.
     back = request.POST.get("next", "")
     if url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
