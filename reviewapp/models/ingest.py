@@ -43,6 +43,7 @@ class IngestBatch(models.Model):
         CLI = "cli", "command line"
         UPLOAD = "upload", "browser upload"
         API = "api", "HTTP API"
+        OTLP = "otlp", "OTLP receiver"
 
     class State(models.TextChoices):
         QUEUED = "queued"

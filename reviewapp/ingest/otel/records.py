@@ -71,6 +71,12 @@ def convert(document: Any, keys: ExtractionKeys = DEFAULT_KEYS) -> Conversion:
             started.add(tool.span.trace_id)
             records.extend(_run_started(found, tool.span))
         records.extend(_records(tool, keys))
+    for span in spans:
+        # An agent span that ends after its tool spans may come in a later export: it
+        # still names the run's agent.
+        if span.trace_id not in started and span.attributes.get("gen_ai.agent.name"):
+            started.add(span.trace_id)
+            records.extend(_run_started(found, span))
     return Conversion(kind, records, len(spans) + unread - len(tools))
 
 
