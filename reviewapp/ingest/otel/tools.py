@@ -201,9 +201,23 @@ class Document:
         if _is_name(span.trace_name):
             return span.trace_name
         service = span.resource.get("service.name")
-        if isinstance(service, str) and service and not service.startswith("unknown_service"):
+        if (
+            isinstance(service, str)
+            and service
+            and not service.startswith("unknown_service")
+            and self._whole_lineage(span)
+        ):
             return service
         return None
+
+    def _whole_lineage(self, span: _Span) -> bool:
+        """Whether every ancestor of the span is in the document: when one is missing (an
+        exporter sends spans as they end, the agent's own last), it may yet name the agent,
+        and the service's name is no better than waiting for it."""
+        last = span
+        for last in self.ancestors(span):  # noqa: B007
+            pass
+        return last.parent_id is None
 
     def conversation(self, span: _Span) -> str | None:
         for key in ("gen_ai.conversation.id", "session.id"):
