@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reviewapp.ingest.otel.detect import read_spans
+from reviewapp.ingest.otel.detect import JAEGER, LANGFUSE, read_spans
 from reviewapp.ingest.otel.payloads import (
     decode_text,
     is_id_placeholder,
@@ -40,6 +40,9 @@ DEFAULT_KEYS = ExtractionKeys()
 REDACTED = "__REDACTED__"
 
 
+UNORDERED = (LANGFUSE, JAEGER)
+
+
 CALL_ID_PREFIXES = ("call_", "toolu_")
 
 
@@ -64,6 +67,10 @@ def convert(document: Any, keys: ExtractionKeys = DEFAULT_KEYS) -> Conversion:
     kind, spans, unread = read_spans(document)
     found = Document(spans)
     tools = found.tool_spans()
+    if kind in UNORDERED:
+        # These exports list spans in no order of their own: a span's start is the best
+        # order there is (a stable sort: spans that start together keep their places).
+        tools.sort(key=lambda tool: tool.span.start_nanos or 0)
     records: list[dict] = []
     started: set[str] = set()
     for tool in tools:
