@@ -1,6 +1,8 @@
-"""End-to-end ingest through `manage.py ingest` against PostgreSQL COPY of the same rows.
+"""End-to-end ingest through `manage.py ingest` against PostgreSQL COPY of the same rows
+(and, with --case otlp, the OTLP receiver against protobuf decoding: benchmarks/otlp.py).
 
     DATABASE_URL=postgres://... python benchmarks/ingest.py --n 1000000
+    DATABASE_URL=postgres://... python benchmarks/ingest.py --case otlp --n 100000
 
 Generates a seeded native trace of N lines, creates a throwaway database beside the one
 DATABASE_URL names, migrates it, ingests the file with `manage.py ingest --json` (parse,
@@ -78,12 +80,23 @@ def admin_url(url: str, database: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=1_000_000, help="lines in the generated trace")
+    parser.add_argument(
+        "--n", type=int, default=1_000_000, help="lines in the generated trace (otlp: spans)"
+    )
     parser.add_argument("--seed", type=int, default=20260804)
+    parser.add_argument(
+        "--case",
+        choices=("lines", "otlp"),
+        default="lines",
+        help="lines: manage.py ingest against COPY; otlp: /v1/traces against protobuf decoding",
+    )
     args = parser.parse_args()
     url = os.environ.get("DATABASE_URL", "")
     if not url.startswith(("postgres://", "postgresql://")):
         sys.exit("benchmarks/ingest.py needs DATABASE_URL pointing at a PostgreSQL server")
+    if args.case == "otlp":
+        otlp_case(url, args.n, args.seed)
+        return
 
     bench_db = f"crosscheck_bench_{os.getpid()}"
     with psycopg.connect(admin_url(url, "postgres"), autocommit=True) as admin:
@@ -156,6 +169,58 @@ def main() -> None:
                 "ratio": round(ours / limit, 3),
                 "goal": GOAL,
                 "met": ours / limit >= GOAL,
+            }
+        )
+    )
+
+
+def otlp_case(url: str, n: int, seed: int) -> None:
+    from benchmarks import otlp
+
+    bodies = otlp.generate_requests(n, seed)
+    spans = sum(
+        len(s.spans)
+        for body in bodies
+        for rs in otlp.ExportTraceServiceRequest.FromString(body).resource_spans
+        for s in rs.scope_spans
+    )
+    size = sum(map(len, bodies))
+    bench_db = f"crosscheck_bench_{os.getpid()}"
+    with psycopg.connect(admin_url(url, "postgres"), autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{bench_db}"')
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            otlp.setup(admin_url(url, bench_db), tmp)
+            limit_seconds = min(otlp.protobuf_alone(bodies) for _ in range(3))
+            convert_seconds = otlp.convert_alone(bodies)
+            ours_seconds, stored = otlp.receiver(bodies)
+            from django.db import connections
+
+            connections.close_all()
+    finally:
+        with psycopg.connect(admin_url(url, "postgres"), autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{bench_db}" WITH (FORCE)')
+    ours, limit, converted = spans / ours_seconds, spans / limit_seconds, spans / convert_seconds
+    print(f"{spans:,} spans in {len(bodies):,} export requests ({size / 2**20:,.1f} MiB): {stored}")
+    print(f"POST /v1/traces:    {ours:12,.0f} spans/s  ({ours_seconds:.2f} s, stored and judged)")
+    print(f"decode + convert:   {converted:12,.0f} spans/s  ({convert_seconds:.2f} s, no database)")
+    print(f"protobuf alone:     {limit:12,.0f} spans/s  ({limit_seconds:.3f} s, the limit)")
+    print(
+        json.dumps(
+            {
+                "benchmark": "ingest-otlp",
+                "n": spans,
+                "requests": len(bodies),
+                "bytes": size,
+                "receiver_spans_per_s": round(ours),
+                "convert_spans_per_s": round(converted),
+                "protobuf_spans_per_s": round(limit),
+                "convert_ratio": round(converted / limit, 4),
+                "receiver_seconds": round(ours_seconds, 2),
+                "stored": stored,
+                "ratio": round(ours / limit, 4),
+                "goal": otlp.GOAL,
+                "met": ours / limit >= otlp.GOAL,
             }
         )
     )

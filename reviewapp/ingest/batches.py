@@ -31,11 +31,13 @@ class IngestSummary:
     rejected: int = 0
     runs: int = 0
     tickets: int = 0
+    # Spans read from accepted lines that are not tool calls (not counted as lines).
+    ignored: int = 0
     # Which batches were summed, so that several files count each run they share once.
     batch_pks: set[int] = field(default_factory=set, repr=False, compare=False)
 
     def add(self, other: IngestSummary) -> None:
-        for name in ("lines", "accepted", "duplicates", "rejected", "tickets"):
+        for name in ("lines", "accepted", "duplicates", "rejected", "tickets", "ignored"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.batch_pks |= other.batch_pks
         self.runs = count_runs_touched(self.batch_pks)
@@ -43,7 +45,15 @@ class IngestSummary:
     def as_dict(self) -> dict[str, int]:
         return {
             name: getattr(self, name)
-            for name in ("lines", "accepted", "duplicates", "rejected", "runs", "tickets")
+            for name in (
+                "lines",
+                "accepted",
+                "duplicates",
+                "rejected",
+                "runs",
+                "tickets",
+                "ignored",
+            )
         }
 
     @classmethod
@@ -55,6 +65,7 @@ class IngestSummary:
             rejected=batch.rejected,
             runs=batch.runs,
             tickets=batch.tickets,
+            ignored=batch.ignored,
         )
 
 

@@ -1,9 +1,10 @@
 """One received unit (a line, or a whole pretty-printed document) into native records:
-native JSON Lines as they are, OpenTelemetry documents through the adapter in otel.py."""
+native JSON Lines as they are, every other format through the adapters in ingest/otel/.
+Anything else is refused as not a recognised trace format, saying what was expected."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
@@ -14,6 +15,7 @@ from reviewapp.ingest import otel
 NATIVE = "native"
 # PostgreSQL cannot store a NUL character in JSON or text.
 NUL_REASON = "contains a NUL character (\\u0000), which cannot be stored"
+RUN_STARTED_ORIGIN = "run_started"
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,10 +23,19 @@ class DecodedUnit:
     format: str
     records: list[Record]
     documents: list[dict[str, Any]]  # the native record dicts, as stored
+    # External formats: spans read that are not tool calls, and what each record came from
+    # (its span's observationId, or RUN_STARTED_ORIGIN): a span stored once is not stored
+    # again, whatever the export that brings it back.
+    ignored: int = 0
+    origins: tuple[str, ...] = field(default=())
 
     @property
     def run_ids(self) -> list[str]:
         return sorted({record.run_id for record in self.records})
+
+    @property
+    def span_keys(self) -> list[str]:
+        return sorted({origin for origin in self.origins if origin != RUN_STARTED_ORIGIN})
 
 
 def extraction_keys() -> otel.ExtractionKeys:
@@ -33,20 +44,31 @@ def extraction_keys() -> otel.ExtractionKeys:
     return otel.ExtractionKeys(**configured)
 
 
+def _decode(payload: bytes) -> Any:
+    """The JSON of a unit, strictly (the engine's decoder); a JSON array (a list of spans)
+    is decoded as the one value of an object."""
+    if payload.lstrip()[:1] == b"[":
+        return decode_line(b'{"_":' + payload + b"}")["_"]
+    return decode_line(payload)
+
+
 def decode_unit(payload: bytes) -> DecodedUnit:
     """Decode and check one unit; raises RecordError with the one-line reason to show."""
-    document = decode_line(payload)
+    document = _decode(payload)
     if b"\\u0000" in payload:
         raise RecordError(NUL_REASON)
+    if isinstance(document, dict) and "runId" in document and "type" in document:
+        return DecodedUnit(NATIVE, [parse_record(document)], [document])
     external = otel.detect_format(document)
     if external is None:
-        return DecodedUnit(NATIVE, [parse_record(document)], [document])
+        if isinstance(document, dict) and ("runId" in document or "type" in document):
+            return DecodedUnit(NATIVE, [parse_record(document)], [document])
+        raise RecordError(f"not a recognised trace format: expected {otel.EXPECTED}")
     try:
-        converted = otel.convert_document(document, extraction_keys())
+        conversion = otel.convert(document, extraction_keys())
     except otel.ExternalFormatError as exc:
         raise RecordError(f"{external}: {exc}") from None
-    if not converted:
-        raise RecordError(f"{external}: no tool spans in this document")
+    converted = conversion.records
     if _holds_nul(converted):
         # JSON text inside a span's attributes, decoded by the adapter, can hold one too.
         raise RecordError(f"{external}: {NUL_REASON}")
@@ -56,7 +78,21 @@ def decode_unit(payload: bytes) -> DecodedUnit:
             records.append(parse_record(item))
         except RecordError as exc:
             raise RecordError(f"{external}: span record {index + 1}: {exc}") from None
-    return DecodedUnit(external, records, converted)
+    return DecodedUnit(external, records, converted, conversion.ignored, _origins(converted))
+
+
+def _origins(documents: list[dict[str, Any]]) -> tuple[str, ...]:
+    """What each converted record came from: a tool_call comes just before its span's
+    tool_observation."""
+    origins = []
+    for index, document in enumerate(documents):
+        if document["type"] == "tool_observation":
+            origins.append(document["observationId"])
+        elif document["type"] == "tool_call":
+            origins.append(documents[index + 1]["observationId"])
+        else:
+            origins.append(RUN_STARTED_ORIGIN)
+    return tuple(origins)
 
 
 def _holds_nul(value: Any) -> bool:

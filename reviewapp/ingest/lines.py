@@ -1,13 +1,16 @@
 """Lines as they arrive: decoded and hashed (no database), then stored once each.
 
 A line's identity makes re-delivery a no-op: for an accepted line, its run ids, the hash
-of its bytes and which occurrence of those bytes it is in the file; for a rejected line,
-the delivery's content hash, the line's hash and its occurrence in that delivery."""
+of its bytes (of its spans' trace and span ids, for an external format: a re-export is
+the same line whatever its formatting) and which occurrence of those it is in the file;
+for a rejected line, its batch, the line's hash and its occurrence in that batch, so that
+a file sent again reports its bad lines again. A span stored once is not stored again
+(drop_stored_spans), even inside a document that also brings new ones."""
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.db import connection
@@ -15,7 +18,7 @@ from django.db import connection
 from reviewapp.engine import AgentAction, Observation, Record, RecordError, Resolution, ToolCall
 from reviewapp.infra.bulk import bound_cursor, insert_rows
 from reviewapp.ingest.files import RawLine
-from reviewapp.ingest.formats import DecodedUnit, decode_unit
+from reviewapp.ingest.formats import NATIVE, RUN_STARTED_ORIGIN, DecodedUnit, decode_unit
 from reviewapp.ingest.occurrences import OccurrenceCounter
 from reviewapp.ingest.runs import RunInfo
 from reviewapp.models import IngestBatch, TraceLine, TraceRecord
@@ -29,6 +32,8 @@ class Line:
     owner: str  # what the identity is relative to: the run ids, or the delivery
     line_hash: str
     occurrence: int = 1
+    # Every span it brings is stored already: a duplicate, though its bytes are new.
+    duplicate: bool = False
 
     @property
     def identity(self) -> str:
@@ -45,8 +50,10 @@ def _prepare(batch: IngestBatch, raw_line: RawLine) -> Line:
             unit = decode_unit(raw_line.payload)
         except RecordError as exc:
             reason = str(exc)
-    owner = "run:" + "\x1f".join(unit.run_ids) if unit else "batch:" + batch.content_sha256
-    return Line(raw_line, unit, reason, owner, hashlib.sha256(raw_line.raw).hexdigest())
+    owner = "run:" + "\x1f".join(unit.run_ids) if unit else f"batch:{batch.pk}"
+    spans = unit.span_keys if unit else None
+    content = ("spans:" + "\x1f".join(spans)).encode() if spans else raw_line.raw
+    return Line(raw_line, unit, reason, owner, hashlib.sha256(content).hexdigest())
 
 
 def prepare_chunk(
@@ -63,6 +70,57 @@ def prepare_chunk(
     return lines
 
 
+def drop_stored_spans(lines: list[Line], runs: dict[str, RunInfo]) -> None:
+    """Take out of external units the records of spans stored already (by an earlier
+    delivery or chunk) or brought earlier in this chunk, and the run_started of a run that
+    has one; a unit whose records all go is a duplicate line."""
+    external = [
+        line for line in lines if line.unit and line.unit.format != NATIVE and line.unit.records
+    ]
+    if not external:
+        return
+    old_runs = {
+        runs[run_id].pk
+        for line in external
+        for run_id in line.unit.run_ids  # type: ignore[union-attr]
+        if not runs[run_id].born
+    }
+    stored: set[tuple[int, str]] = set()
+    if old_runs:
+        keys = {key for line in external for key in line.unit.span_keys}  # type: ignore[union-attr]
+        stored.update(
+            TraceRecord.objects.filter(
+                run_id__in=old_runs, type=TraceRecord.Type.TOOL_OBSERVATION, key__in=keys
+            ).values_list("run_id", "key")
+        )
+        stored.update(
+            (run_pk, RUN_STARTED_ORIGIN)
+            for run_pk in TraceRecord.objects.filter(
+                run_id__in=old_runs, type=TraceRecord.Type.RUN_STARTED
+            ).values_list("run_id", flat=True)
+        )
+    for line in external:
+        unit = line.unit
+        assert unit is not None
+        kept = []
+        for index, (record, origin) in enumerate(zip(unit.records, unit.origins, strict=True)):
+            key = (runs[record.run_id].pk, origin)
+            if key not in stored:
+                kept.append(index)
+        for index in kept:
+            stored.add((runs[unit.records[index].run_id].pk, unit.origins[index]))
+        if len(kept) == len(unit.records):
+            continue
+        if not kept:
+            line.duplicate = True
+        line.unit = replace(
+            unit,
+            records=[unit.records[i] for i in kept],
+            documents=[unit.documents[i] for i in kept],
+            origins=tuple(unit.origins[i] for i in kept),
+        )
+
+
 def insert_new_lines(
     batch: IngestBatch, lines: list[Line], runs: dict[str, RunInfo]
 ) -> dict[int, int]:
@@ -76,14 +134,17 @@ def insert_new_lines(
     direct = [
         i
         for i, line in enumerate(lines)
-        if line.unit and all(runs[run_id].born for run_id in line.unit.run_ids)
+        if line.unit
+        and line.unit.run_ids
+        and not line.duplicate
+        and all(runs[run_id].born for run_id in line.unit.run_ids)
     ]
     if direct:
         ids = insert_rows(
             TraceLine, LINE_COLUMNS, [_line_row(batch, lines[i]) for i in direct], return_ids=True
         )
         inserted.update(zip(direct, ids, strict=True))
-    pending = [i for i in range(len(lines)) if i not in inserted]
+    pending = [i for i in range(len(lines)) if i not in inserted and not lines[i].duplicate]
     if pending:
         held = _held([lines[i].identity for i in pending])
         # Sorted: two deliveries inserting the same lines take their locks in one order.
@@ -103,7 +164,16 @@ def _held(identities: list[str]) -> set[str]:
     return set(TraceLine.objects.filter(identity__in=identities).values_list("identity", flat=True))
 
 
-LINE_COLUMNS = ("batch_id", "identity", "line_number", "raw", "accepted", "reason", "format")
+LINE_COLUMNS = (
+    "batch_id",
+    "identity",
+    "line_number",
+    "raw",
+    "accepted",
+    "reason",
+    "format",
+    "ignored",
+)
 
 
 def _line_row(batch: IngestBatch, line: Line) -> tuple[Any, ...]:
@@ -115,6 +185,7 @@ def _line_row(batch: IngestBatch, line: Line) -> tuple[Any, ...]:
         line.unit is not None,
         line.reason,
         line.unit.format if line.unit else "",
+        line.unit.ignored if line.unit else 0,
     )
 
 
@@ -127,13 +198,13 @@ def _insert_returning(batch: IngestBatch, lines: list[Line]) -> dict[str, int]:
     ]
     sql = f"INSERT INTO {table} ({columns}) {{rows}} ON CONFLICT (identity) DO NOTHING RETURNING identity, id"
     if connection.vendor == "postgresql":
-        # Seven array parameters instead of seven per line, bound apart from the statement:
+        # Eight array parameters instead of eight per line, bound apart from the statement:
         # quoting the raw bytes into its text would cost more than the insert.
-        rows = "SELECT * FROM unnest(%s::bigint[], %s::text[], %s::integer[], %s::bytea[], %s::boolean[], %s::text[], %s::text[])"
+        rows = "SELECT * FROM unnest(%s::bigint[], %s::text[], %s::integer[], %s::bytea[], %s::boolean[], %s::text[], %s::text[], %s::integer[])"
         with bound_cursor() as cursor:
             cursor.execute(sql.format(rows=rows), values, binary=True)
             return dict(cursor.fetchall())
-    rows = "VALUES " + ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * len(lines))
+    rows = "VALUES " + ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s)"] * len(lines))
     with connection.cursor() as cursor:
         cursor.execute(
             sql.format(rows=rows), [value for row in zip(*values, strict=True) for value in row]

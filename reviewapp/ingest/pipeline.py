@@ -23,13 +23,19 @@ from typing import Any
 import psycopg
 from django.conf import settings
 from django.db import OperationalError, connection, transaction
-from django.db.models import Count, F
+from django.db.models import Count, F, Sum
 from django.utils import timezone
 
 from reviewapp.ingest.batches import IngestSummary, count_runs_touched, create_batch
 from reviewapp.ingest.files import RawLine, iter_raw_lines
 from reviewapp.ingest.judge import RunsInFlight, judge_stored_runs, runs_to_judge
-from reviewapp.ingest.lines import Line, insert_new_lines, prepare_chunk, store_records
+from reviewapp.ingest.lines import (
+    Line,
+    drop_stored_spans,
+    insert_new_lines,
+    prepare_chunk,
+    store_records,
+)
 from reviewapp.ingest.occurrences import OccurrenceCounter
 from reviewapp.ingest.runs import ensure_runs
 from reviewapp.judging.policies import active_policy
@@ -122,11 +128,13 @@ def _ingest_locked(batch: IngestBatch, progress: Progress | None) -> IngestSumma
             .annotate(lines=Count("id"))
         )
     )
+    ignored = TraceLine.objects.filter(batch=batch).aggregate(n=Sum("ignored"))["n"] or 0
     summary = IngestSummary(
         lines=lines,
         accepted=stored[True],
         rejected=stored[False],
         duplicates=lines - stored[True] - stored[False],
+        ignored=ignored,
         runs=count_runs_touched({batch.pk}),
         tickets=Ticket.objects.filter(batch=batch).count(),
         batch_pks={batch.pk},
@@ -209,6 +217,7 @@ def _store_chunk(batch: IngestBatch, lines: list[Line], in_flight: RunsInFlight)
         return 0
     with transaction.atomic():
         runs = ensure_runs([line.unit for line in lines if line.unit])
+        drop_stored_spans(lines, runs)
         new_line_ids = insert_new_lines(batch, lines, runs)
         fresh = [
             (lines[i], line_id) for i, line_id in sorted(new_line_ids.items()) if lines[i].unit

@@ -20,7 +20,8 @@ from reviewapp.ingest.batches import (
 )
 from reviewapp.ingest.files import is_gzip
 from reviewapp.ingest.pipeline import ingest_batch
-from reviewapp.ingest.streams import Readable, TooLarge, keep_stream
+from reviewapp.ingest.sniff import file_binary_kind, refusal
+from reviewapp.ingest.streams import Kept, Readable, TooLarge, keep_stream
 from reviewapp.models import ApiToken, IngestBatch
 
 MAX_IDEMPOTENCY_KEY = 200
@@ -45,8 +46,10 @@ class DeliveryRefused(Exception):
 
 def upload_receive(upload: Readable, *, name: str, user) -> Received:
     """Keep an uploaded file; ingest it now when it is small and plain, else queue it
-    (a gzip's size says little of what it holds)."""
+    (a gzip's size says little of what it holds). DeliveryRefused (nothing kept) for a
+    binary file."""
     kept = keep_stream(upload)
+    _refuse_binary(kept)
     batch = create_batch(
         channel=IngestBatch.Channel.UPLOAD,
         path=kept.path,
@@ -60,6 +63,13 @@ def upload_receive(upload: Readable, *, name: str, user) -> Received:
     return Received(batch, None)
 
 
+def _refuse_binary(kept: Kept) -> None:
+    kind = file_binary_kind(kept.path)
+    if kind is not None:
+        kept.path.unlink(missing_ok=True)
+        raise DeliveryRefused(415, refusal(kind))
+
+
 def api_body_receive(
     body: Readable,
     *,
@@ -69,7 +79,7 @@ def api_body_receive(
     file_name: str | None,
 ) -> Received:
     """Keep a posted body and queue it; DeliveryRefused (nothing kept) when it is too
-    large, empty, or its Idempotency-Key was used with another body."""
+    large, empty, binary, or its Idempotency-Key was used with another body."""
     limit = settings.INGEST_MAX_BYTES
     too_large = DeliveryRefused(413, f"body is over the {limit:,}-byte limit")
     if declared_length.isascii() and declared_length.isdecimal() and int(declared_length) > limit:
@@ -83,6 +93,7 @@ def api_body_receive(
     if kept.size == 0:
         kept.path.unlink(missing_ok=True)
         raise DeliveryRefused(400, "empty body: send JSON Lines (optionally gzip-compressed)")
+    _refuse_binary(kept)
     try:
         with transaction.atomic():
             batch = create_batch(

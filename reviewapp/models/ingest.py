@@ -43,6 +43,7 @@ class IngestBatch(models.Model):
         CLI = "cli", "command line"
         UPLOAD = "upload", "browser upload"
         API = "api", "HTTP API"
+        OTLP = "otlp", "OTLP receiver"
 
     class State(models.TextChoices):
         QUEUED = "queued"
@@ -71,6 +72,8 @@ class IngestBatch(models.Model):
     rejected = models.PositiveIntegerField(default=0)
     runs = models.PositiveIntegerField(default=0)
     tickets = models.PositiveIntegerField(default=0)
+    # Spans of accepted lines that are not tool calls (an external format's chat spans, say).
+    ignored = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
     # How many times a worker has started on it: a failed batch is tried again a few times.
     attempts = models.PositiveIntegerField(default=0)
@@ -143,8 +146,9 @@ class TraceLine(models.Model):
     """A received line, byte for byte, accepted or rejected with its reason.
 
     `identity` makes re-delivery a no-op: for an accepted line, its run ids, the hash of its
-    bytes and which occurrence of those bytes it is in the run; for a rejected line, the
-    delivery's content hash, the line's hash and its occurrence in that delivery."""
+    bytes (of its spans' ids, for an external format) and which occurrence of those it is in
+    the file; for a rejected line, its batch, the line's hash and its occurrence in it (a
+    file sent again reports its bad lines again)."""
 
     # Indexed by trace_line_batch_state (batch first); ingest writes millions of these rows,
     # so no index is kept twice here or below.
@@ -157,6 +161,8 @@ class TraceLine(models.Model):
     accepted = models.BooleanField()
     reason = models.TextField(blank=True)
     format = models.CharField(max_length=20, default="native")
+    # Spans it held that are not tool calls (an external format), counted, not stored apart.
+    ignored = models.PositiveIntegerField(default=0)
 
     class Meta:
         triggers = guards.append_only()

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET, require_POST
 from reviewapp.accounts.roles import INGEST
 from reviewapp.forms.ingest import TokenForm, UploadForm
 from reviewapp.ingest.batches import BatchNotRetryable, retry_batch
-from reviewapp.ingest.receive import upload_receive
+from reviewapp.ingest.receive import DeliveryRefused, upload_receive
 from reviewapp.ingest.tokens import create_token, revoke_token
 from reviewapp.ingest.uploads import refused_uploads
 from reviewapp.ingest.workers import silent_since
@@ -51,7 +51,11 @@ def batch_list(request: HttpRequest) -> HttpResponse:
 
 def _accept_uploads(request: HttpRequest, files) -> None:
     for upload in files:
-        received = upload_receive(upload, name=upload.name, user=request.user)
+        try:
+            received = upload_receive(upload, name=upload.name, user=request.user)
+        except DeliveryRefused as refused:
+            messages.error(request, f"{upload.name}: {refused}; not ingested.")
+            continue
         summary = received.summary
         if summary is None:
             size = received.batch.size_bytes
@@ -61,7 +65,12 @@ def _accept_uploads(request: HttpRequest, files) -> None:
         else:
             messages.success(
                 request,
-                f"{upload.name}: {summary.lines:,} lines, {summary.accepted:,} accepted, {summary.duplicates:,} duplicates, {summary.rejected:,} rejected.",
+                f"{upload.name}: {summary.lines:,} lines, {summary.accepted:,} accepted, {summary.duplicates:,} duplicates, {summary.rejected:,} rejected"
+                + (
+                    f", {summary.ignored:,} spans without a tool call ignored."
+                    if summary.ignored
+                    else "."
+                ),
             )
 
 

@@ -40,6 +40,7 @@ def _batch_json(batch: IngestBatch) -> dict:
         "accepted": batch.accepted,
         "duplicates": batch.duplicates,
         "rejected": batch.rejected,
+        "ignored": batch.ignored,
         "runs": batch.runs,
         "tickets": batch.tickets,
         "error": batch.error or None,

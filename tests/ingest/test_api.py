@@ -150,3 +150,26 @@ def test_rejected_lines_posted_are_stored_with_their_reason(client, token):
         )["rejected"]
         == 2
     )
+
+
+def test_a_binary_body_is_refused_with_415_and_a_gzip_of_one_too(client, token):
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
+    response = post(client, png, token)
+    assert response.status_code == 415
+    assert response.json()["error"].startswith("this is a PNG image, not a trace: send JSON Lines")
+    assert post(client, gzip.compress(png), token).status_code == 415
+    assert not IngestBatch.objects.exists()
+
+
+def test_an_api_client_sending_a_file_again_learns_its_rejected_lines_again(client, token):
+    body = b"not json\n" + BODY
+    post(client, body, token)
+    post(client, body, token)
+    for batch in IngestBatch.objects.all():
+        ingest_stored_batch(batch.pk)
+    first, second = IngestBatch.objects.order_by("id")
+    assert (first.rejected, second.rejected, second.duplicates) == (1, 1, first.accepted)
+    status = client.get(
+        reverse("api-batch", args=[second.public_id]), headers={"Authorization": f"Bearer {token}"}
+    ).json()
+    assert (status["rejected"], status["ignored"]) == (1, 0)

@@ -98,6 +98,11 @@ def convert_one(span, keys=DEFAULT_KEYS):
     return records
 
 
+def tools_only(records):
+    """The tool records of a conversion, without the run_started naming its agent."""
+    return [record for record in records if record["type"] != "run_started"]
+
+
 def check(records):
     """Every record passes the engine's checker, also after a strict JSON round trip."""
     for record in records:
@@ -114,7 +119,13 @@ def result_of(result, **attributes):
 
 def test_js_sdk_export_golden():
     records = convert_document(load("otlp-js-sdk.json"))
-    assert records == [
+    assert records[0] == {
+        "runId": TRACE,
+        "type": "run_started",
+        "agent": "support_agent",  # gen_ai.agent.name of the invoke_agent span
+        "conversationId": "conv_123",
+    }
+    assert records[1:] == [
         {
             "runId": TRACE,
             "type": "tool_call",
@@ -200,7 +211,9 @@ def python_span_records(times: dict[str, str]) -> list[dict]:
 
 def test_protobuf_message_to_json_golden():
     """Base64 ids, enum names and string intValue: the same span as the console export."""
-    assert convert_document(load("protobuf-messagetojson-not-spec.json")) == python_span_records(
+    assert tools_only(
+        convert_document(load("protobuf-messagetojson-not-spec.json"))
+    ) == python_span_records(
         {
             "startedAt": "2026-11-30T01:29:25.647392Z",
             "completedAt": "2026-11-30T01:29:25.647553Z",
@@ -211,6 +224,7 @@ def test_protobuf_message_to_json_golden():
 
 
 def test_python_console_exporter_golden():
+    # Its parent (the agent span) is not in the file: no agent is guessed from service.name.
     assert convert_document(load("python-console-exporter-not-otlp.json")) == python_span_records(
         {
             "startedAt": "2026-11-30T01:29:25.647393Z",
@@ -226,14 +240,15 @@ def test_two_python_exports_of_one_span_agree_apart_from_clock_precision():
         drop = {"startedAt", "completedAt", "startTimeUnixNano", "endTimeUnixNano"}
         return [{k: v for k, v in r.items() if k not in drop} for r in records]
 
-    protobuf = convert_document(load("protobuf-messagetojson-not-spec.json"))
-    console = convert_document(load("python-console-exporter-not-otlp.json"))
+    protobuf = tools_only(convert_document(load("protobuf-messagetojson-not-spec.json")))
+    console = tools_only(convert_document(load("python-console-exporter-not-otlp.json")))
     assert without_times(protobuf) == without_times(console)
 
 
 def test_openinference_golden():
     trace = "4bf92f3577b34da6a3ce929d0e0e4736"  # upper case in the file
     records = convert_document(load("openinference-tools.json"))
+    assert records.pop(0) == {"runId": trace, "type": "run_started", "agent": "support-bot"}
     assert [(r["type"], r["toolCallId"]) for r in records] == [
         ("tool_call", "toolu_01ABC"),
         ("tool_observation", "toolu_01ABC"),
@@ -288,6 +303,7 @@ def test_every_fixture_record_passes_the_engine_checker(name):
     records = convert_document(load(name))
     assert records
     check(records)
+    records = tools_only(records)
     for call, observation in zip(records[::2], records[1::2], strict=True):
         assert (call["type"], observation["type"]) == ("tool_call", "tool_observation")
         assert call["toolCallId"] == observation["toolCallId"]
@@ -309,7 +325,7 @@ def test_detect_format():
 
 
 def test_convert_refuses_a_document_that_is_not_an_external_format():
-    with pytest.raises(ExternalFormatError, match="not an OTLP/JSON document"):
+    with pytest.raises(ExternalFormatError, match="not a recognised trace format"):
         convert_document({"runId": "r1", "type": "agent_action", "name": "stop"})
 
 
@@ -451,7 +467,7 @@ def test_console_span_times_with_offsets_and_nanoseconds():
     span = load("python-console-exporter-not-otlp.json")
     span["start_time"] = "2026-11-30T02:29:25.647392845+01:00"
     span["end_time"] = None
-    call, observation = convert_document(span)
+    call, observation = tools_only(convert_document(span))
     assert call["startTimeUnixNano"] == "1796002165647392845"
     assert call["startedAt"] == "2026-11-30T01:29:25.647392Z"
     assert "completedAt" not in observation
@@ -466,7 +482,7 @@ def test_console_span_with_integer_nanos_and_decimal_ids():
     span["context"] = {"trace_id": int(TRACE, 16), "span_id": int(SPAN, 16)}
     span["start_time"], span["end_time"] = int(START), int(END)
     span["status"] = {"status_code": "error"}
-    call, observation = convert_document(span)
+    call, observation = tools_only(convert_document(span))
     assert (call["runId"], observation["observationId"]) == (TRACE, SPAN_KEY)
     assert {k: call[k] for k in TIMES} == TIMES
     assert call["ok"] is False
@@ -546,8 +562,16 @@ def test_truncated_json_result_is_flagged():
     assert observation["value"] == {"result": text}
     assert observation["source"] == "get_order"  # nothing is read out of a broken payload
     assert [e["code"] for e in observation["errors"]] == ["UNPARSEABLE_RESULT"]
-    python_repr = result_of("{'status': 'paid'}")
-    assert [e["code"] for e in python_repr["errors"]] == ["UNPARSEABLE_RESULT"]
+    python_repr = result_of("{'status': 'paid'}")  # read as a literal, never run
+    assert (python_repr["value"], python_repr["resultEncoding"]) == (
+        {"status": "paid"},
+        "python-repr",
+    )
+    assert "errors" not in python_repr
+    cut_repr = result_of("{'status': 'pa")
+    assert [e["code"] for e in cut_repr["errors"]] == ["UNPARSEABLE_RESULT"]
+    markdown = result_of("[The Best 10 Breweries](https://example.com)")
+    assert "errors" not in markdown  # text that opens with a bracket is not cut JSON
 
 
 def test_redacted_result_is_withheld_not_a_value():
@@ -696,7 +720,9 @@ def test_kvlist_arguments_and_result():
 
 
 def test_non_object_arguments_are_kept_raw():
-    for raw in ("{'sku': 'A'}", "[1, 2]", "A-1", '{"sku": "A"'):
+    call, _ = convert_one(tool_span({"gen_ai.tool.call.arguments": "{'sku': 'A'}"}))
+    assert call["arguments"] == {"sku": "A"}  # a Python repr, read as a literal
+    for raw in ("{'sku': ", "[1, 2]", "A-1", '{"sku": "A"'):
         call, _ = convert_one(tool_span({"gen_ai.tool.call.arguments": raw}))
         assert call["arguments"] == {"_raw": raw}
     call, _ = convert_one(tool_span({"gen_ai.tool.call.arguments": ["a", 1]}))

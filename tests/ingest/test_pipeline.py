@@ -52,6 +52,7 @@ def test_a_fixture_is_stored_judged_and_ticketed():
         "rejected": 0,
         "runs": 5,
         "tickets": 4,  # the default policy decides no authority: only "agreement" is settled
+        "ignored": 0,
     }
     assert Run.objects.count() == 5
     assert TraceRecord.objects.filter(type="tool_observation").count() == 10
@@ -98,6 +99,7 @@ def test_ingesting_the_same_content_again_adds_nothing(tmp_path):
         "rejected": 0,
         "runs": 0,
         "tickets": 0,
+        "ignored": 0,
     }
     gzipped = ingest(tmp_path, gzip.compress(content), name="copy.jsonl.gz")
     assert gzipped.duplicates == first.lines
@@ -373,12 +375,19 @@ def test_an_oversized_line_is_rejected_without_reading_it_into_memory(tmp_path, 
     assert "over the 1,000-byte limit" in TraceLine.objects.get(accepted=False).reason
 
 
-def test_rejected_lines_are_recognised_when_delivered_again(tmp_path):
+def test_a_file_sent_again_reports_its_rejected_lines_again_with_their_reasons(tmp_path):
+    """An API client that sends a file again must learn that it still has bad lines: they
+    are rejected again (stored with this batch), only the accepted line is a duplicate."""
     content = b"oops\n" + observation("r1", "o1", "a", "paid") + b"\n"
-    ingest(tmp_path, content)
+    first = ingest(tmp_path, content)
     again = ingest(tmp_path, content, name="again.jsonl")
-    assert (again.duplicates, again.rejected) == (2, 0)
-    assert TraceLine.objects.filter(accepted=False).count() == 1
+    assert (first.rejected, again.duplicates, again.rejected) == (1, 1, 1)
+    assert again.lines == again.accepted + again.duplicates + again.rejected
+    reasons = list(TraceLine.objects.filter(accepted=False).values_list("batch_id", "reason"))
+    assert len(reasons) == 2 and len({batch for batch, _ in reasons}) == 2
+    assert all(reason.startswith("not valid JSON") for _, reason in reasons)
+    batch = IngestBatch.objects.get(file_name__endswith="again.jsonl")
+    assert ingest_batch(batch).rejected == 1  # the same batch again: still one, not two
 
 
 def test_a_batch_interrupted_mid_way_finishes_on_retry_without_doubles(tmp_path, monkeypatch):
@@ -416,6 +425,7 @@ def test_a_batch_interrupted_mid_way_finishes_on_retry_without_doubles(tmp_path,
         "rejected": 0,
         "runs": 4,
         "tickets": summary.tickets,
+        "ignored": 0,
     }
     assert TraceLine.objects.count() == 20
     assert Ticket.objects.count() == summary.tickets > 0
@@ -458,18 +468,21 @@ def test_the_command_reads_folders_and_prints_one_json_summary(tmp_path, capsys)
         "rejected": 1,
         "runs": 1,
         "tickets": 1,
+        "ignored": 0,
     }
 
 
 @pytest.mark.parametrize(
-    ("name", "expected_format"),
+    ("name", "expected_format", "agent"),
     [
-        ("otlp-js-sdk.json", "otlp"),
-        ("protobuf-messagetojson-not-spec.json", "otlp"),
-        ("python-console-exporter-not-otlp.json", "otel-span"),
+        ("otlp-js-sdk.json", "otlp", "support_agent"),
+        ("protobuf-messagetojson-not-spec.json", "otlp", "support_agent"),
+        ("python-console-exporter-not-otlp.json", "otel-span", ""),  # its agent span is not in it
     ],
 )
-def test_opentelemetry_exports_are_ingested_as_tool_calls_and_observations(name, expected_format):
+def test_opentelemetry_exports_are_ingested_as_tool_calls_and_observations(
+    name, expected_format, agent
+):
     path = OTEL_DIR / name
     summary = ingest_file(path, channel=IngestBatch.Channel.CLI)
     # A pretty-printed document is one unit, kept whole as it arrived.
@@ -477,8 +490,10 @@ def test_opentelemetry_exports_are_ingested_as_tool_calls_and_observations(name,
     line = TraceLine.objects.get()
     assert line.format == expected_format and bytes(line.raw) == path.read_bytes().strip()
     types = set(TraceRecord.objects.values_list("type", flat=True))
-    assert types == {"tool_call", "tool_observation"}
+    # run_started: the agent the spans name (gen_ai.agent.name of an invoke_agent span).
+    assert types == {"tool_call", "tool_observation"} | ({"run_started"} if agent else set())
     assert Run.objects.count() == summary.runs >= 1
+    assert set(Run.objects.values_list("agent", flat=True)) == {agent}
     assert ingest_file(path, channel=IngestBatch.Channel.CLI).duplicates == 1
 
 

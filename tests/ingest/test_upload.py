@@ -1,9 +1,12 @@
 """The upload page, batch pages and token management in the browser's terms."""
 
+import os
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
+from reviewapp.ingest.streams import upload_dir
 from reviewapp.models import ApiToken, IngestBatch
 
 pytestmark = pytest.mark.django_db
@@ -125,3 +128,21 @@ def test_an_oversized_upload_is_refused_as_it_arrives_not_spooled_first(rf, sett
     assert refused_uploads(request) == ["huge.jsonl"]
     assert spooled["huge.jsonl"] <= settings.INGEST_MAX_BYTES < len(GOOD * 100)
     assert spooled["ok.jsonl"] == len(GOOD)
+
+
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 4
+
+
+def test_a_binary_file_is_refused_as_such_and_nothing_is_kept(client, reviewer, settings):
+    client.force_login(reviewer)
+    kept_before = set(os.listdir(upload_dir()))
+    response = upload(
+        client, SimpleUploadedFile("chart.png", PNG), SimpleUploadedFile("a.jsonl", GOOD)
+    )
+    body = response.content.decode()
+    assert "chart.png: this is a PNG image, not a trace" in body
+    assert list(IngestBatch.objects.values_list("file_name", flat=True)) == ["a.jsonl"]
+    noise = bytes(range(256)) * 64  # no magic number: bytes that text never holds
+    upload(client, SimpleUploadedFile("noise.jsonl", noise))
+    assert not IngestBatch.objects.filter(file_name="noise.jsonl").exists()
+    assert set(os.listdir(upload_dir())) == kept_before  # nothing of either was kept

@@ -3,29 +3,21 @@ result's provenance, value and errors (docs/formats.md says how)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reviewapp.ingest.otel.spans import (
-    OTEL_SPAN,
-    OTLP,
-    TOOL_NAME_PREFIX,
-    _is_console_tool_span,
-    _otlp_tool_spans,
-    _read_console_span,
-    _read_otlp_span,
-    _Span,
-    detect_format,
+from reviewapp.ingest.otel.detect import JAEGER, LANGFUSE, read_spans
+from reviewapp.ingest.otel.payloads import (
+    decode_text,
+    is_id_placeholder,
+    is_placeholder,
+    looks_like_schema,
+    unwrap,
 )
-from reviewapp.ingest.otel.values import (
-    ExternalFormatError,
-    _decode_json_text,
-    _is_int,
-    _looks_like_json,
-    _quote,
-    _rfc3339,
-)
+from reviewapp.ingest.otel.spans import _Span
+from reviewapp.ingest.otel.tools import ARGUMENT_KEYS, RESULT_KEYS, Document, ToolSpan
+from reviewapp.ingest.otel.values import _is_int, _looks_like_json, _quote, _rfc3339
 
 
 @dataclass(frozen=True)
@@ -48,74 +40,81 @@ DEFAULT_KEYS = ExtractionKeys()
 REDACTED = "__REDACTED__"
 
 
+UNORDERED = (LANGFUSE, JAEGER)
+
+
 CALL_ID_PREFIXES = ("call_", "toolu_")
 
 
 CALL_ID_ATTRIBUTES = ("gen_ai.tool.call.id", "tool.id", "tool_call.id", "ai.toolCall.id")
 
 
-TOOL_NAME_ATTRIBUTES = ("gen_ai.tool.name", "tool.name", "ai.toolCall.name")
+@dataclass(frozen=True)
+class Conversion:
+    """A document's records, and how many of its spans were not tool calls (or not read)."""
+
+    format: str
+    records: list[dict]
+    ignored: int
 
 
-ARGUMENT_ATTRIBUTES = (
-    "gen_ai.tool.call.arguments",
-    "input.value",
-    "tool_arguments",
-    "gcp.vertex.agent.tool_call_args",
-    "ai.toolCall.args",
-)
-
-
-RESULT_ATTRIBUTES = (
-    "gen_ai.tool.call.result",
-    "output.value",
-    "tool_response",
-    "gcp.vertex.agent.tool_response",
-    "ai.toolCall.result",
-)
+def convert(document: Any, keys: ExtractionKeys = DEFAULT_KEYS) -> Conversion:
+    """Native record dicts for every tool span of ``document``, in document order: a
+    ``run_started`` for each trace whose agent or conversation the spans name (before its
+    first tool span), then each tool span's ``tool_call`` and ``tool_observation``. Raises
+    ExternalFormatError when the document is no format this reads, or is one but a tool
+    span of it cannot be read."""
+    kind, spans, unread = read_spans(document)
+    found = Document(spans)
+    tools = found.tool_spans()
+    if kind in UNORDERED:
+        # These exports list spans in no order of their own: a span's start is the best
+        # order there is (a stable sort: spans that start together keep their places).
+        tools.sort(key=lambda tool: tool.span.start_nanos or 0)
+    records: list[dict] = []
+    started: set[str] = set()
+    for tool in tools:
+        if tool.span.trace_id not in started:
+            started.add(tool.span.trace_id)
+            records.extend(_run_started(found, tool.span))
+        records.extend(_records(tool, keys))
+    for span in spans:
+        # An agent span that ends after its tool spans may come in a later export: it
+        # still names the run's agent.
+        if span.trace_id not in started and span.attributes.get("gen_ai.agent.name"):
+            started.add(span.trace_id)
+            records.extend(_run_started(found, span))
+    return Conversion(kind, records, len(spans) + unread - len(tools))
 
 
 def convert_document(document: Any, keys: ExtractionKeys = DEFAULT_KEYS) -> list[dict]:
-    """Native record dicts for every tool span of ``document``, in document order: each span's
-    ``tool_call`` then its ``tool_observation``. Raises ExternalFormatError when the document
-    is not an external format, or is one but cannot be read."""
-    kind = detect_format(document)
-    spans: Iterator[_Span]
-    if kind == OTLP:
-        spans = (_read_otlp_span(where, raw) for where, raw in _otlp_tool_spans(document))
-    elif kind == OTEL_SPAN:
-        spans = iter([_read_console_span(document)] if _is_console_tool_span(document) else [])
-    else:
-        raise ExternalFormatError("not an OTLP/JSON document or an OpenTelemetry span")
-    records: list[dict] = []
-    for span in spans:
-        records.extend(_records(span, keys))
-    return records
+    """The records of convert()."""
+    return convert(document, keys).records
 
 
-def _first_attribute(attributes: Mapping[str, Any], names: tuple[str, ...]) -> Any:
+def _run_started(found: Document, span: _Span) -> list[dict]:
+    agent, conversation = found.agent(span), found.conversation(span)
+    if agent is None and conversation is None:
+        return []
+    record: dict[str, Any] = {"runId": span.trace_id, "type": "run_started"}
+    if agent is not None:
+        record["agent"] = agent
+    if conversation is not None:
+        record["conversationId"] = conversation
+    return [record]
+
+
+def _first(span: _Span, names: tuple[str, ...], fallback: Any) -> Any:
     for name in names:
-        if attributes.get(name) is not None:
-            return attributes[name]
-    return None
-
-
-def _tool_name(span: _Span) -> str:
-    for key in TOOL_NAME_ATTRIBUTES:
-        value = span.attributes.get(key)
-        if isinstance(value, str) and value.strip():
+        value = span.attributes.get(name)
+        if value is not None and not is_placeholder(value):
             return value
-    name = span.name or ""
-    if name.startswith(TOOL_NAME_PREFIX) and name[len(TOOL_NAME_PREFIX) :].strip():
-        return name[len(TOOL_NAME_PREFIX) :].strip()
-    if name.strip() and name.strip() != TOOL_NAME_PREFIX.strip():
-        return name
-    raise ExternalFormatError(f"{span.where}: tool span has no tool name")
+    return None if is_placeholder(fallback) else fallback
 
 
 def _one_call_id(value: Any) -> str | None:
     if isinstance(value, str):
-        return value if value.strip() else None
+        return None if is_id_placeholder(value) else value
     if _is_int(value):
         return str(value)
     if isinstance(value, list):
@@ -127,22 +126,36 @@ def _one_call_id(value: Any) -> str | None:
     return None
 
 
-def _tool_call_id(attributes: Mapping[str, Any]) -> str | None:
+def _tool_call_id(attributes: Mapping[str, Any], tool: str) -> tuple[str | None, Any]:
+    """(the call id, what stood in its place when that was no id): a placeholder, or the
+    tool's own name (which .NET's Microsoft.Extensions.AI writes), is no call id."""
     for key in CALL_ID_ATTRIBUTES:
-        found = _one_call_id(attributes.get(key))
-        if found is not None:
-            return found
-    return None
+        raw = attributes.get(key)
+        found = _one_call_id(raw)
+        if found is not None and found != tool:
+            return found, None
+        if raw is not None:
+            return None, raw
+    return None, None
 
 
-def _arguments(raw: Any) -> dict[str, Any] | None:
+def _arguments(span: _Span) -> dict[str, Any] | None:
+    raw = _first(span, ARGUMENT_KEYS, None)
+    if raw is None:
+        parameters = span.attributes.get("tool.parameters")
+        if isinstance(parameters, str):
+            parameters = decode_text(parameters)[1]
+        if parameters is not None and not looks_like_schema(parameters):
+            raw = parameters  # OpenInference arguments, where the emitter put them there
+    if raw is None:
+        raw = None if is_placeholder(span.input) else span.input
     if raw is None:
         return None
     if isinstance(raw, dict):
         return raw
     if isinstance(raw, str):
-        ok, value = _decode_json_text(raw)
-        if ok and isinstance(value, dict):
+        kind, value = decode_text(raw)
+        if kind != "text" and isinstance(value, dict):
             return value
     return {"_raw": raw}
 
@@ -232,6 +245,7 @@ def _from_payload(payload: dict[str, Any], keys: ExtractionKeys, observation: di
             observation["fallbackRaw"] = fallback
     errors = _error_items(lookup.first(keys.errors)) + _error_items(lookup.first(keys.warnings))
     if payload.get("isError") is True:
+        lookup.used.add("isError")
         errors.append({"code": "TOOL_ERROR", "message": "the tool result has isError: true"})
     for name in keys.value:
         if isinstance(payload.get(name), dict):
@@ -276,36 +290,10 @@ def _span_errors(span: _Span) -> list[dict[str, Any]]:
     return errors + exceptions
 
 
-def _records(span: _Span, keys: ExtractionKeys) -> tuple[dict, dict]:
-    span_key = f"otel:{span.trace_id}:{span.span_id}"
-    tool = _tool_name(span)
-    call_id = _tool_call_id(span.attributes)
-    flags = {} if call_id is not None else {"syntheticToolCallId": True}
-    common = {"runId": span.trace_id}
-    times = _times(span)
-
-    call: dict[str, Any] = {
-        **common,
-        "type": "tool_call",
-        "toolCallId": call_id or span_key,
-        **flags,
-        "tool": tool,
-    }
-    arguments = _arguments(_first_attribute(span.attributes, ARGUMENT_ATTRIBUTES))
-    if arguments is not None:
-        call["arguments"] = arguments
-    call["ok"] = not span.error
-    call.update(times)
-
-    observation: dict[str, Any] = {
-        **common,
-        "type": "tool_observation",
-        "observationId": span_key,
-        "toolCallId": call_id or span_key,
-        **flags,
-    }
+def _result(result: Any, keys: ExtractionKeys, observation: dict) -> tuple[list, str | None]:
+    """Fill the observation's value and provenance from a result; (its errors, the call id
+    its envelope carried)."""
     errors: list[Any] = []
-    result = _first_attribute(span.attributes, RESULT_ATTRIBUTES)
     if isinstance(result, str) and result.strip() == REDACTED:
         errors.append(
             {
@@ -313,13 +301,10 @@ def _records(span: _Span, keys: ExtractionKeys) -> tuple[dict, dict]:
                 "message": "the exporter withheld the result (__REDACTED__)",
             }
         )
-    elif isinstance(result, str):
-        ok, payload = _decode_json_text(result)
-        if ok and isinstance(payload, dict):
-            errors.extend(_from_payload(payload, keys, observation))
-        elif ok:
-            observation["value"] = {"result": payload}
-        else:
+        return errors, None
+    if isinstance(result, str):
+        kind, payload = decode_text(result)
+        if kind == "text":
             observation["value"] = {"result": result}
             if _looks_like_json(result):
                 errors.append(
@@ -328,15 +313,64 @@ def _records(span: _Span, keys: ExtractionKeys) -> tuple[dict, dict]:
                         "message": "the result starts like JSON but does not parse (truncated?)",
                     }
                 )
-    elif isinstance(result, dict):
-        errors.extend(_from_payload(result, keys, observation))
-    elif result is not None:
-        observation["value"] = {"result": result}
+            return errors, None
+        if kind == "python":
+            observation["resultEncoding"] = "python-repr"
+    else:
+        payload = result
+    unwrapped = unwrap(payload)
+    if unwrapped.envelopes:
+        observation["resultEnvelope"] = "+".join(unwrapped.envelopes)
+    payload = unwrapped.payload
+    if isinstance(payload, str) and payload.strip() == REDACTED:
+        payload = None
+        errors.append({"code": "RESULT_REDACTED", "message": "the exporter withheld the result"})
+    if isinstance(payload, dict):
+        errors.extend(_from_payload(payload, keys, observation))
+    elif payload is not None and not is_placeholder(payload):
+        observation["value"] = {"result": payload}
+    return errors + unwrapped.errors, unwrapped.call_id
+
+
+def _records(tool: ToolSpan, keys: ExtractionKeys) -> tuple[dict, dict]:
+    span = tool.span
+    span_key = f"otel:{span.trace_id}:{span.span_id}"
+    call_id, stand_in = _tool_call_id(span.attributes, tool.tool)
+    common = {"runId": span.trace_id}
+    times = _times(span)
+
+    found: dict[str, Any] = {}
+    errors, envelope_call_id = _result(_first(span, RESULT_KEYS, span.output), keys, found)
+    call_id = call_id or envelope_call_id
+    flags: dict[str, Any] = {} if call_id is not None else {"syntheticToolCallId": True}
+    if stand_in is not None:
+        flags["toolCallIdRaw"] = stand_in
+    observation: dict[str, Any] = {
+        **common,
+        "type": "tool_observation",
+        "observationId": span_key,
+        "toolCallId": call_id or span_key,
+        **flags,
+        **found,
+    }
+
+    call: dict[str, Any] = {
+        **common,
+        "type": "tool_call",
+        "toolCallId": call_id or span_key,
+        **flags,
+        "tool": tool.tool,
+    }
+    arguments = _arguments(span)
+    if arguments is not None:
+        call["arguments"] = arguments
+    call["ok"] = not span.error
+    call.update(times)
 
     if "source" not in observation:
         data_source = span.attributes.get("gen_ai.data_source.id")
         observation["source"] = (
-            data_source if isinstance(data_source, str) and data_source else tool
+            data_source if isinstance(data_source, str) and data_source else tool.tool
         )
         observation["sourceInferred"] = True
     errors.extend(_span_errors(span))

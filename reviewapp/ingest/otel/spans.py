@@ -1,10 +1,13 @@
-"""Finding tool spans in a document and reading each into a _Span: OTLP/JSON (every
-variant SDKs write) and ConsoleSpanExporter spans."""
+"""Reading spans into _Span: OTLP/JSON (every variant SDKs write, Grafana Tempo's batches too)
+and ConsoleSpanExporter / ReadableSpan.to_json() spans (alone, in a list, or any-agent's).
+
+Every span of a document is read; a span that cannot be read is refused when it looks like
+a tool span (ExternalFormatError naming it) and skipped otherwise (tools.py decides)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from reviewapp.ingest.otel.values import (
@@ -22,101 +25,12 @@ from reviewapp.ingest.otel.values import (
     _unix_nanos,
 )
 
-OTLP = "otlp"
-
-
-OTEL_SPAN = "otel-span"
-
-
-TOOL_NAME_PREFIX = "execute_tool "
-
-
 ERROR_STATUS = frozenset({"2", "ERROR", "STATUS_CODE_ERROR"})
-
-
-def detect_format(document: Any) -> str | None:
-    """``"otlp"`` for an OTLP/JSON document (``resourceSpans``, any variant), ``"otel-span"``
-    for one ConsoleSpanExporter-style span (``context.trace_id``), else None (a native record,
-    or anything else)."""
-    if not isinstance(document, dict):
-        return None
-    if "resourceSpans" in document or "resource_spans" in document:
-        return OTLP
-    context = document.get("context")
-    if isinstance(context, dict) and "trace_id" in context:
-        return OTEL_SPAN
-    return None
-
-
-def _is_error_status(code: Any) -> bool:
-    if _is_int(code):
-        return code == 2
-    return isinstance(code, str) and code.strip().upper() in ERROR_STATUS
-
-
-def _peek_otlp_string(items: Any, key: str) -> str | None:
-    """The last string value of ``key`` in a KeyValue list, tolerating any malformed entry."""
-    found = None
-    if isinstance(items, list):
-        for item in items:
-            if isinstance(item, dict) and item.get("key") == key:
-                value = item.get("value")
-                if isinstance(value, dict):
-                    text = _get(value, "stringValue", "string_value")
-                    found = text if isinstance(text, str) else None
-    return found
-
-
-def _is_tool(name: Any, operation: Any, span_kind: Any) -> bool:
-    return (
-        operation == "execute_tool"
-        or (isinstance(name, str) and name.startswith(TOOL_NAME_PREFIX))
-        or (isinstance(span_kind, str) and span_kind.strip().upper() == "TOOL")
-    )
-
-
-def _otlp_tool_spans(document: dict) -> Iterator[tuple[str, dict]]:
-    """(location, raw span) for every tool span, in document order."""
-    top = "resourceSpans" if "resourceSpans" in document else "resource_spans"
-    for i, resource_spans in enumerate(_list(document[top], top)):
-        where = f"{top}[{i}]"
-        if not isinstance(resource_spans, dict):
-            raise ExternalFormatError(
-                f"{where} must be an object, not {_type_name(resource_spans)}"
-            )
-        for scope_key in (
-            "scopeSpans",
-            "scope_spans",
-            "instrumentationLibrarySpans",
-            "instrumentation_library_spans",
-        ):
-            for j, scope_spans in enumerate(
-                _list(resource_spans.get(scope_key), f"{where}.{scope_key}")
-            ):
-                scope_where = f"{where}.{scope_key}[{j}]"
-                if not isinstance(scope_spans, dict):
-                    raise ExternalFormatError(
-                        f"{scope_where} must be an object, not {_type_name(scope_spans)}"
-                    )
-                spans = _list(scope_spans.get("spans"), f"{scope_where}.spans")
-                for k, span in enumerate(spans):
-                    span_where = f"{scope_where}.spans[{k}]"
-                    if not isinstance(span, dict):
-                        raise ExternalFormatError(
-                            f"{span_where} must be an object, not {_type_name(span)}"
-                        )
-                    attributes = span.get("attributes")
-                    if _is_tool(
-                        span.get("name"),
-                        _peek_otlp_string(attributes, "gen_ai.operation.name"),
-                        _peek_otlp_string(attributes, "openinference.span.kind"),
-                    ):
-                        yield span_where, span
 
 
 @dataclass(frozen=True)
 class _Span:
-    """A tool span, read from either shape."""
+    """One span, read from any of the formats."""
 
     where: str
     name: str | None
@@ -128,6 +42,53 @@ class _Span:
     error: bool
     status_message: str | None
     exceptions: tuple[dict[str, Any], ...]  # attributes of each `exception` event
+    parent_id: str | None = None
+    kind: str | None = None  # a Langfuse observation type (TOOL, AGENT, SPAN ...)
+    resource: Mapping[str, Any] = field(default_factory=dict)
+    scope: str | None = None
+    # A Langfuse observation's own input and output (None: absent), beside its attributes.
+    input: Any = None
+    output: Any = None
+    # What the export says of the whole trace (a Langfuse trace's name and session).
+    trace_name: str | None = None
+    session_id: str | None = None
+
+
+class _Raw:
+    """A span as found, with a best-effort view of its attributes to tell whether it is a
+    tool span before (and whether or not) it can be read."""
+
+    __slots__ = ("where", "raw", "name", "peek", "kind", "read")
+
+    def __init__(self, where: str, raw: Any, name: Any, peek: Mapping[str, Any], kind, read):
+        self.where, self.raw, self.name, self.peek, self.kind = where, raw, name, peek, kind
+        self.read: Callable[[], _Span] = read
+
+
+def _is_error_status(code: Any) -> bool:
+    if _is_int(code):
+        return code == 2
+    return (
+        isinstance(code, str) and code.strip().upper().removeprefix("STATUSCODE.") in ERROR_STATUS
+    )
+
+
+def _peek_key_values(items: Any) -> dict[str, Any]:
+    """A KeyValue list as a dict of its plain values (strings, numbers, booleans; anything
+    else as True), tolerating any malformed entry."""
+    found: dict[str, Any] = {}
+    if isinstance(items, list):
+        for item in items:
+            if isinstance(item, dict) and isinstance(item.get("key"), str):
+                value = item.get("value")
+                plain: Any = True
+                if isinstance(value, dict):
+                    for one in value.values():
+                        if isinstance(one, str | int | float | bool):
+                            plain = one
+                            break
+                found[item["key"]] = plain
+    return found
 
 
 def _status(status: Any, where: str, code_key: str, message_key: str) -> tuple[bool, str | None]:
@@ -141,11 +102,15 @@ def _status(status: Any, where: str, code_key: str, message_key: str) -> tuple[b
     return _is_error_status(status.get(code_key)), message or None
 
 
-def _span_name(span: dict, where: str) -> str | None:
-    name = span.get("name")
+def _span_name(span: dict, where: str, key: str = "name") -> str | None:
+    name = span.get(key)
     if name is not None and not isinstance(name, str):
-        raise ExternalFormatError(f"{where}: name must be a string, not {_type_name(name)}")
+        raise ExternalFormatError(f"{where}: {key} must be a string, not {_type_name(name)}")
     return name
+
+
+def _label(where: str, name: Any) -> str:
+    return f"{where} ({_quote(name, 40)})" if isinstance(name, str) and name else where
 
 
 def _exception_events(events: Any, label: str, read_attributes) -> tuple[dict[str, Any], ...]:
@@ -161,9 +126,82 @@ def _exception_events(events: Any, label: str, read_attributes) -> tuple[dict[st
     return tuple(found)
 
 
-def _read_otlp_span(where: str, span: dict) -> _Span:
+def _optional_id(raw: Any, size: int) -> str | None:
+    """A parent id when it reads as one (empty or unreadable: none)."""
+    if raw in (None, ""):
+        return None
+    try:
+        return _normalize_id(raw, size, "parent", "")
+    except ExternalFormatError:
+        return None
+
+
+# --- OTLP/JSON ---------------------------------------------------------------------------
+
+OTLP_TOPS = ("resourceSpans", "resource_spans", "batches")
+SCOPE_KEYS = (
+    "scopeSpans",
+    "scope_spans",
+    "instrumentationLibrarySpans",
+    "instrumentation_library_spans",
+)
+
+
+def otlp_raw_spans(document: dict) -> Iterator[_Raw]:
+    """Every span of an OTLP/JSON TracesData (or Tempo's `batches`, or `{"trace": ...}`)."""
+    if isinstance(document.get("trace"), dict) and not any(k in document for k in OTLP_TOPS):
+        document = document["trace"]
+    top = next((key for key in OTLP_TOPS if key in document), "resourceSpans")
+    for i, resource_spans in enumerate(_list(document.get(top), top)):
+        where = f"{top}[{i}]"
+        if not isinstance(resource_spans, dict):
+            raise ExternalFormatError(
+                f"{where} must be an object, not {_type_name(resource_spans)}"
+            )
+        resource = resource_spans.get("resource")
+        resource_view = (
+            _peek_key_values(resource.get("attributes")) if isinstance(resource, dict) else {}
+        )
+        for scope_key in SCOPE_KEYS:
+            for j, scope_spans in enumerate(
+                _list(resource_spans.get(scope_key), f"{where}.{scope_key}")
+            ):
+                scope_where = f"{where}.{scope_key}[{j}]"
+                if not isinstance(scope_spans, dict):
+                    raise ExternalFormatError(
+                        f"{scope_where} must be an object, not {_type_name(scope_spans)}"
+                    )
+                scope = _get(scope_spans, "scope") or _get(
+                    scope_spans, "instrumentationLibrary", "instrumentation_library"
+                )
+                scope_name = scope.get("name") if isinstance(scope, dict) else None
+                scope_name = scope_name if isinstance(scope_name, str) else None
+                spans = _list(scope_spans.get("spans"), f"{scope_where}.spans")
+                for k, span in enumerate(spans):
+                    span_where = f"{scope_where}.spans[{k}]"
+                    if not isinstance(span, dict):
+                        raise ExternalFormatError(
+                            f"{span_where} must be an object, not {_type_name(span)}"
+                        )
+                    yield _Raw(
+                        span_where,
+                        span,
+                        span.get("name"),
+                        _peek_key_values(span.get("attributes")),
+                        None,
+                        _otlp_reader(span_where, span, resource_view, scope_name),
+                    )
+
+
+def _otlp_reader(where: str, span: dict, resource: Mapping[str, Any], scope: str | None):
+    return lambda: _read_otlp_span(where, span, resource, scope)
+
+
+def _read_otlp_span(
+    where: str, span: dict, resource: Mapping[str, Any] | None = None, scope: str | None = None
+) -> _Span:
     name = _span_name(span, where)
-    label = f"{where} ({_quote(name, 40)})" if name else where
+    label = _label(where, name)
     trace_id = _normalize_id(_get(span, "traceId", "trace_id"), TRACE_ID_BYTES, "traceId", label)
     span_id = _normalize_id(_get(span, "spanId", "span_id"), SPAN_ID_BYTES, "spanId", label)
     attributes = _key_values(span.get("attributes"), f"{label}: attributes")
@@ -184,17 +222,13 @@ def _read_otlp_span(where: str, span: dict) -> _Span:
         error=error,
         status_message=message,
         exceptions=exceptions,
+        parent_id=_optional_id(_get(span, "parentSpanId", "parent_span_id"), SPAN_ID_BYTES),
+        resource=resource or {},
+        scope=scope,
     )
 
 
-def _is_console_tool_span(document: dict) -> bool:
-    attributes = document.get("attributes")
-    attributes = attributes if isinstance(attributes, dict) else {}
-    return _is_tool(
-        document.get("name"),
-        attributes.get("gen_ai.operation.name"),
-        attributes.get("openinference.span.kind"),
-    )
+# --- ReadableSpan.to_json() and any-agent -------------------------------------------------
 
 
 def _plain_attributes(value: Any, where: str) -> dict[str, Any]:
@@ -205,10 +239,24 @@ def _plain_attributes(value: Any, where: str) -> dict[str, Any]:
     return dict(value)
 
 
-def _read_console_span(document: dict) -> _Span:
-    name = _span_name(document, "span")
-    label = f"span ({_quote(name, 40)})" if name else "span"
-    context = document["context"]
+def console_raw_span(document: dict, where: str = "span") -> _Raw:
+    attributes = document.get("attributes")
+    return _Raw(
+        where,
+        document,
+        document.get("name"),
+        attributes if isinstance(attributes, dict) else {},
+        None,
+        lambda: _read_console_span(document, where),
+    )
+
+
+def _read_console_span(document: dict, where: str = "span") -> _Span:
+    name = _span_name(document, where)
+    label = _label(where, name)
+    context = document.get("context")
+    if not isinstance(context, dict):
+        raise ExternalFormatError(f"{label}: context must be an object")
     trace_id = _normalize_id(context.get("trace_id"), TRACE_ID_BYTES, "context.trace_id", label)
     span_id = _normalize_id(context.get("span_id"), SPAN_ID_BYTES, "context.span_id", label)
     attributes = _plain_attributes(document.get("attributes"), f"{label}: attributes")
@@ -216,6 +264,10 @@ def _read_console_span(document: dict) -> _Span:
     end = _iso_nanos(document.get("end_time"), "end_time", label)
     error, message = _status(document.get("status"), label, "status_code", "description")
     exceptions = _exception_events(document.get("events"), label, _plain_attributes)
+    parent = document.get("parent")
+    parent_id = parent.get("span_id") if isinstance(parent, dict) else document.get("parent_id")
+    resource = document.get("resource")
+    resource_attributes = resource.get("attributes") if isinstance(resource, dict) else None
     return _Span(
         where=label,
         name=name,
@@ -227,4 +279,26 @@ def _read_console_span(document: dict) -> _Span:
         error=error,
         status_message=message,
         exceptions=exceptions,
+        parent_id=_optional_id(parent_id, SPAN_ID_BYTES),
+        resource=resource_attributes if isinstance(resource_attributes, dict) else {},
     )
+
+
+def span_list_raw_spans(spans: Any, top: str) -> Iterator[_Raw]:
+    """A JSON array of spans, each a ReadableSpan.to_json() object (any-agent writes these
+    under `spans`) or one OTLP/JSON span."""
+    for index, span in enumerate(_list(spans, top)):
+        where = f"{top}[{index}]"
+        if not isinstance(span, dict):
+            raise ExternalFormatError(f"{where} must be an object, not {_type_name(span)}")
+        if isinstance(span.get("context"), dict):
+            yield console_raw_span(span, where)
+        else:
+            yield _Raw(
+                where,
+                span,
+                span.get("name"),
+                _peek_key_values(span.get("attributes")),
+                None,
+                _otlp_reader(where, span, {}, None),
+            )

@@ -135,8 +135,14 @@ def _loads(text: str) -> tuple[bool, Any]:
     return True, value
 
 
+# How JSON (or a Python repr) opens: not "[The Best ...](url)", which is Markdown.
+_JSON_OPENING = re.compile(
+    r"\s*(\{\s*[\"'}]|\[\s*([\"'{\[\]\-0-9]|true|false|null|None|True|False))"
+)
+
+
 def _looks_like_json(text: str) -> bool:
-    return text.lstrip().startswith(("{", "["))
+    return _JSON_OPENING.match(text) is not None
 
 
 def _decode_json_text(text: str) -> tuple[bool, Any]:

@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from reviewapp.ingest.batches import IngestSummary, expand_paths
 from reviewapp.ingest.files import TraceFileError, open_trace_file
 from reviewapp.ingest.pipeline import ingest_file
+from reviewapp.ingest.sniff import file_binary_kind, refusal
 from reviewapp.models import IngestBatch
 
 
@@ -36,7 +37,10 @@ class ProgressBar:
 
 
 class Command(BaseCommand):
-    help = "Ingest trace files (JSON Lines, gzip, OpenTelemetry JSON) and judge their runs."
+    help = (
+        "Ingest trace files (JSON Lines, OpenTelemetry, Jaeger, Tempo or Langfuse JSON, gzip) "
+        "and judge their runs."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("paths", nargs="+", help="files or folders")
@@ -50,6 +54,10 @@ class Command(BaseCommand):
             except TraceFileError as exc:
                 sys.stderr.write(f"ingest: cannot read {exc}\n")
                 raise SystemExit(2) from None
+            kind = file_binary_kind(path)
+            if kind is not None:
+                sys.stderr.write(f"ingest: {path}: {refusal(kind)}\n")
+                raise SystemExit(2)
         total = IngestSummary()
         for path in files:
             bar = ProgressBar(str(path))
@@ -70,4 +78,5 @@ def _describe(summary: IngestSummary) -> str:
     return (
         f"{summary.lines:,} lines: {summary.accepted:,} accepted, {summary.duplicates:,} duplicates, "
         f"{summary.rejected:,} rejected; {summary.runs:,} runs judged, {summary.tickets:,} tickets opened"
+        + (f"; {summary.ignored:,} spans without a tool call ignored" if summary.ignored else "")
     )
