@@ -1,6 +1,8 @@
 """Decoding one line strictly (spec/traces.md, Bad input): every refusal is a RecordError
 with a one-line reason, never another exception."""
 
+import json
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -79,7 +81,7 @@ def test_accepted_lines_decode_to_plain_json_values(raw, expected):
 # for. Over generated JSON text, with duplicate keys, white space, escapes and odd numbers,
 # both must give the same value or the same reason.
 
-KEYS = ['"a"', '"b"', '"\\u0061"', '":"', '" :"', '"\\":"', '"a\\\\"']
+KEYS = ['"a"', '"b"', '"\\u0061"', '":"', '" :"', '"\\":"', '"a\\\\"', '"\\\\\\":"', '"\\\\"']
 SCALARS = [
     "1",
     "-0",
@@ -99,6 +101,9 @@ SCALARS = [
     '"x"',
     '""',
     '"\\":"',
+    '"\\\\\\":"',
+    '"\\\\":"',
+    '"{\\"a\\": 1, \\"b\\" : {\\"c\\":2}}"',
     '":x"',
     '"\\u003a"',
     '"\\u0022:"',
@@ -151,6 +156,19 @@ def test_the_fast_decoder_agrees_with_the_reference(text):
     assert outcome(decode_line, text) == outcome(_decode_line_exactly, text)
 
 
+def test_json_inside_a_string_keeps_a_line_on_the_fast_path():
+    """OpenTelemetry attributes hold JSON text: its escaped quote-colon pairs end no key."""
+    from reviewapp.engine.records import _decode_json, _keys_all_kept
+
+    inner = json.dumps({"a": 1, "b": {"c": "x\\"}, "d": ['\\":']})
+    for raw in [
+        json.dumps({"runId": "r", "attributes": {"x": inner, "y": inner}}),
+        json.dumps({"runId": "r", "k\\": 1, "s": 'say \\": then'}),
+    ]:
+        assert _keys_all_kept(raw, _decode_json(raw)), raw
+        assert _keys_all_kept(raw.encode(), _decode_json(raw.encode())), raw
+
+
 def test_the_duplicate_check_is_not_fooled_by_strings_that_look_like_keys():
     # Quote-colon pairs inside strings loosen the bound; they never hide a duplicate.
     for raw in [
@@ -158,6 +176,8 @@ def test_the_duplicate_check_is_not_fooled_by_strings_that_look_like_keys():
         b'{"a" :1,"a":2,"b":"x"}',
         b'{"a":{"k":1,"k":2},"s":"\\":\\":"}',
         b'{"\\u0061":1,"a":2,"s":"\\u0022:"}',
+        b'{"k\\\\":1,"k\\\\":2,"s":"\\\\\\":"}',
+        b'{"a":1,"a":2,"s":"{\\"x\\":1}"}',
     ]:
         with pytest.raises(RecordError, match="duplicate key"):
             decode_line(raw)
