@@ -244,12 +244,12 @@ def _keys_all_kept(raw: bytes | str, obj: dict[str, Any]) -> bool:
     a colon) only loosens the bound, and a loose bound sends the line to the exact decoder:
     never a wrong answer, only a slower one. Past _FAST_DEPTH, the exact decoder decides too.
     """
-    if raw.__class__ is bytes:
-        text = raw.translate(None, _JSON_SPACE)
-        bound = text.count(b'":')
-        if b'\\"' in text:
-            bound -= len(_ESCAPED_QUOTE_COLON_BYTES.findall(text))
-    elif raw.__class__ is str:
+    if isinstance(raw, bytes):
+        data = raw.translate(None, _JSON_SPACE)
+        bound = data.count(b'":')
+        if b'\\"' in data:
+            bound -= len(_ESCAPED_QUOTE_COLON_BYTES.findall(data))
+    elif isinstance(raw, str):
         text = raw.translate(_JSON_SPACE_TEXT)
         bound = text.count('":')
         if '\\"' in text:
