@@ -40,3 +40,37 @@ def demo_desk(tmp_path, reviewer, approver):
     version = publish(DEMO_POLICY, reviewer, approver)
     demo_month(tmp_path)
     return version
+
+
+def shadow_document():
+    """The demo policy changed both ways: the refund service no longer owns `status` (the
+    stale-search runs acting on it would newly be blocked), the order ledger does (the
+    chargeback runs would be unblocked), and creating a refund needs no prior check."""
+    import copy
+
+    document = copy.deepcopy(DEMO_POLICY)
+    document["rules"] = [
+        rule for rule in document["rules"] if rule["id"] != "refund-service-owns-status"
+    ] + [
+        {
+            "id": "ledger-owns-status",
+            "kind": "authoritative-source",
+            "field": "status",
+            "source": "order-ledger",
+        }
+    ]
+    document["trajectory"] = {**document["trajectory"], "prerequisites": []}
+    return document
+
+
+@pytest.fixture
+def draft_in_shadow(demo_desk, reviewer, approver):
+    """The shadow document approved, so the draft; the draft in shadow."""
+    from reviewapp.policy.candidates import candidate_of_draft
+    from reviewapp.replay.shadow import shadow_start
+
+    proposal = policy_document_import(
+        user=reviewer, document=shadow_document(), rationale="what if the ledger owned it"
+    )
+    proposal_decide(proposal=proposal, user=approver, approve=True, reason="try it in shadow")
+    return shadow_start(candidate_of_draft(user=approver), user=approver, reason="a week's look")
