@@ -273,6 +273,10 @@ OTEL_EXTRACTION_KEYS = {
     )
 }
 
+# POST /api/v1/check (the gate): the largest body, and the most records, it judges.
+GATE_MAX_BYTES = env_int("GATE_MAX_BYTES", 1024 * 1024)
+GATE_MAX_RECORDS = env_int("GATE_MAX_RECORDS", 10_000)
+
 # The policy that judges runs until an approved policy version exists.
 DEFAULT_POLICY_PATH = BASE_DIR / "reviewapp" / "default_policy.json"
 
