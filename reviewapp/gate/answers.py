@@ -24,20 +24,38 @@ class Decisions:
 
     counts: dict[str, int] = field(default_factory=dict)
 
-    def __getitem__(self, decision: str) -> int:
+    # No __getitem__: templates would read every attribute through it.
+    def of(self, decision: str) -> int:
         return self.counts.get(decision, 0)
+
+    # For templates, which cannot read "would-block".
+    @property
+    def allow(self) -> int:
+        return self.of("allow")
+
+    @property
+    def block(self) -> int:
+        return self.of("block")
+
+    @property
+    def would_block(self) -> int:
+        return self.of("would-block")
+
+    @property
+    def rejected(self) -> int:
+        return self.of("rejected")
 
     @property
     def stopped(self) -> int:
         """Blocked, or would have been (the actions a policy stops or would stop)."""
-        return self["block"] + self["would-block"]
+        return self.of("block") + self.of("would-block")
 
     @property
     def total(self) -> int:
         return sum(self.counts.values())
 
     def as_dict(self) -> dict[str, int]:
-        return {decision: self[decision] for decision in DECISIONS}
+        return {decision: self.of(decision) for decision in DECISIONS}
 
 
 @dataclass
@@ -96,8 +114,18 @@ def answer_counts(window: Window) -> AnswerCounts:
     )
 
 
-def recent_answers(*, decision: str | None = None, action: str | None = None, limit: int = 25):
-    answers = GateAnswer.objects.select_related("token").order_by("-id")
+def recent_answers(
+    *,
+    decision: str | None = None,
+    action: str | None = None,
+    day: date | None = None,
+    limit: int = 25,
+) -> list[GateAnswer]:
+    """The latest answers, newest first, of a decision, action or day."""
+    answers = GateAnswer.objects.select_related("token__user").order_by("-id")
+    if day is not None:
+        one = Window(day, day)
+        answers = answers.filter(created_at__gte=one.start, created_at__lt=one.end)
     if decision in DECISIONS:
         answers = answers.filter(decision=decision)
     if action is not None:

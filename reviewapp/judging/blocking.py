@@ -257,13 +257,34 @@ class RunsPage:
     def pages(self) -> int:
         return max(1, -(-self.total_runs // self.per_page))
 
+    # What templates/_pagination.html reads of a Django Page.
     @property
-    def previous(self) -> int | None:
-        return self.number - 1 if self.number > 1 else None
+    def has_other_pages(self) -> bool:
+        return self.pages > 1
 
     @property
-    def next(self) -> int | None:
-        return self.number + 1 if self.number < self.pages else None
+    def has_previous(self) -> bool:
+        return self.number > 1
+
+    @property
+    def has_next(self) -> bool:
+        return self.number < self.pages
+
+    @property
+    def previous_page_number(self) -> int:
+        return self.number - 1
+
+    @property
+    def next_page_number(self) -> int:
+        return self.number + 1
+
+    @property
+    def num_pages(self) -> int:
+        return self.pages
+
+    @property
+    def paginator(self) -> RunsPage:
+        return self
 
 
 def runs_page(

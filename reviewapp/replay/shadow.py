@@ -37,11 +37,19 @@ from reviewapp.models import (
     IngestBatch,
     Judgement,
     PolicyCandidate,
+    PolicyVersion,
+    RuleProposal,
     Run,
     ShadowBatch,
     ShadowDesignation,
 )
-from reviewapp.policy.candidates import candidate_ref, policy_of_candidate
+from reviewapp.policy.candidates import (
+    candidate_of_draft,
+    candidate_of_proposal,
+    candidate_of_version,
+    candidate_ref,
+    policy_of_candidate,
+)
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +69,41 @@ def _audit(actor: Any, verb: str, designation: ShadowDesignation, **data: Any) -
         target=f"{designation.candidate.label} in shadow",
         data={"designation": designation.pk, "candidate": designation.candidate_id, **data},
     )
+
+
+def candidate_choices() -> list[tuple[str, str]]:
+    """What can be put in shadow, as (choice, label): the draft, each pending or approved
+    unpublished proposal applied to it, each published version but the active one."""
+    active = latest_version()
+    number = active.number if active else 0
+    choices = [("draft", f"v{number + 1} draft: the active version with every approved change")]
+    proposals = RuleProposal.objects.filter(
+        state__in=[RuleProposal.State.PENDING, RuleProposal.State.APPROVED],
+        published_in__isnull=True,
+    ).order_by("-id")[:50]
+    choices += [
+        (f"proposal-{p.pk}", f"v{number + 1} draft with proposal #{p.pk} ({p.state}): {p.sentence}")
+        for p in proposals
+    ]
+    versions = PolicyVersion.objects.exclude(number=number).order_by("-number")[:50]
+    choices += [(f"version-{v.number}", f"v{v.number}, published") for v in versions]
+    return choices
+
+
+def candidate_choose(choice: str, *, user: Any) -> PolicyCandidate:
+    """The candidate a choice of candidate_choices names (made when first chosen)."""
+    kind, _, ident = choice.partition("-")
+    if kind == "draft":
+        return candidate_of_draft(user=user)
+    if kind == "proposal" and ident.isdecimal():
+        proposal = RuleProposal.objects.filter(pk=int(ident), published_in__isnull=True).first()
+        if proposal is not None and proposal.state != RuleProposal.State.REJECTED:
+            return candidate_of_proposal(proposal, user=user)
+    if kind == "version" and ident.isdecimal():
+        version = PolicyVersion.objects.filter(number=int(ident)).first()
+        if version is not None:
+            return candidate_of_version(version, user=user)
+    raise ShadowError(f"nothing to put in shadow under {choice!r}")
 
 
 def shadow_start(candidate: PolicyCandidate, *, user: Any, reason: str = "") -> ShadowDesignation:
