@@ -156,12 +156,16 @@ class ItemFilter:
     reason: str | None = None
     day: date | None = None
     week: date | None = None
+    run: int | None = None  # one run's primary key
 
     @classmethod
     def read(cls, values: Mapping[str, str]) -> ItemFilter:
-        """From a query string: a dimension present is a filter, even empty; a day or week
-        that is not a date is ignored."""
+        """From a query string: a dimension present is a filter, even empty; a day, week
+        or run that cannot be read is ignored."""
         found: dict[str, Any] = {name: values[name] for name in DIMENSIONS if name in values}
+        run = values.get("run", "")
+        if run.isascii() and run.isdecimal() and len(run) < 19:
+            found["run"] = int(run)
         for name in ("day", "week"):
             with suppress(ValueError):
                 found[name] = date.fromisoformat(values.get(name, ""))
@@ -184,6 +188,9 @@ class ItemFilter:
             if value is not None:
                 clauses.append(f"{name} = %s")
                 params.append(value)
+        if self.run is not None:
+            clauses.append("run_pk = %s")
+            params.append(self.run)
         return " AND ".join(clauses), params
 
     def _days(self) -> list[Window]:
@@ -206,8 +213,10 @@ class ItemFilter:
         parts = [
             f"{f.name} {value if value != '' else '(none)'}"
             for f in fields(self)
-            if (value := getattr(self, f.name)) is not None
+            if (value := getattr(self, f.name)) is not None and f.name != "run"
         ]
+        if self.run is not None:
+            parts.append("one run")
         return ", ".join(parts) or "everything"
 
 

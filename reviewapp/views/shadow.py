@@ -199,6 +199,7 @@ def shadow_runs(request: HttpRequest) -> HttpResponse:
         found = blocked_runs(window, item_filter, page=page, per_page=RUNS_PER_PAGE)
     query = request.GET.copy()
     query.pop("page", None)
+    query.pop("run", None)
     context = {
         "window": window,
         "window_error": window_error,

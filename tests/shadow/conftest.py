@@ -74,3 +74,7 @@ def draft_in_shadow(demo_desk, reviewer, approver):
     )
     proposal_decide(proposal=proposal, user=approver, approve=True, reason="try it in shadow")
     return shadow_start(candidate_of_draft(user=approver), user=approver, reason="a week's look")
+
+
+# A real Celery worker on the test Redis and database, for the tests that need one.
+from tests.ingest.test_worker import worker  # noqa: E402, F401

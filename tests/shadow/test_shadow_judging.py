@@ -187,3 +187,21 @@ def test_putting_in_and_taking_out_of_shadow_is_audited_and_guarded(
     # In again: a new designation, the old one kept.
     again = shadow_start(draft_in_shadow.candidate, user=approver)
     assert again.pk != draft_in_shadow.pk and again.is_open
+
+
+def test_a_backfill_goes_chunk_by_chunk_and_shows_its_progress(draft_in_shadow, monkeypatch):
+    monkeypatch.setattr("reviewapp.replay.backfill.RUNS_PER_CHUNK", 40)
+    sent = []
+    monkeypatch.setattr("reviewapp.replay.backfill.app.send_task", lambda *a, **k: sent.append(a))
+    backfill = backfill_start(
+        draft_in_shadow, since=brute.today() - timedelta(days=40), until=brute.today(), user=None
+    )
+    progress = []
+    while backfill_step(backfill.pk):
+        backfill.refresh_from_db()
+        progress.append((backfill.state, backfill.runs_done, backfill.progress_percent))
+    backfill.refresh_from_db()
+    assert progress == [("running", 40, 30), ("running", 80, 61), ("running", 120, 92)]
+    assert (backfill.state, backfill.runs_done, backfill.progress_percent) == ("done", 130, 100)
+    assert len(sent) == 3  # each chunk sent the next
+    assert Judgement.objects.filter(purpose=SHADOW).count() == 130
