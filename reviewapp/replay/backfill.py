@@ -92,11 +92,13 @@ def _step(backfill_pk: int) -> bool:
     with _locked(backfill_pk) as taken:
         if not taken:
             return False  # another worker has it
-        backfill = ShadowBackfill.objects.select_related("designation__candidate").get(
-            pk=backfill_pk
+        backfill = (
+            ShadowBackfill.objects.select_related("designation__candidate")
+            .filter(pk=backfill_pk)
+            .first()
         )
-        if backfill.is_finished:
-            return False
+        if backfill is None or backfill.is_finished:
+            return False  # done, or of another database
         try:
             return _chunk(backfill)
         except Exception as exc:

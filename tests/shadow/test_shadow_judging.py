@@ -159,9 +159,12 @@ def test_pending_runs_are_those_ingested_in_shadow_and_not_yet_judged(draft_in_s
     window = Window.last(31)
     assert comparison(draft_in_shadow, window).runs_pending == 30
     assert batches_waiting(draft_in_shadow) == 1
+    sent = []
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("django.conf.settings.SHADOW_REQUEUE_SECONDS", 0)
+        patch.setattr("reviewapp.replay.shadow.app.send_task", lambda *a, **k: sent.append(a))
         assert shadow_catch_up() == 1  # beat would send it again
+    assert sent == [("reviewapp.tasks.shadow_judge_batch_task",)]
     shadow_judge_batch(max(summary.batch_pks))
     assert comparison(draft_in_shadow, window).runs_pending == 0
     assert batches_waiting(draft_in_shadow) == 0
