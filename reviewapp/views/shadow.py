@@ -15,6 +15,7 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
+from django.db.models import F
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -89,7 +90,7 @@ def shadow_page(request: HttpRequest) -> HttpResponse:
     designations = list(
         ShadowDesignation.objects.select_related(
             "candidate", "candidate__proposal", "started_by", "ended_by"
-        ).order_by("ended_at", "-started_at")[:20]
+        ).order_by(F("ended_at").desc(nulls_first=True), "-started_at")[:20]
     )
     selected = _selected(request, designations)
     can_approve = request.user.has_perm(APPROVE_RULE)

@@ -56,3 +56,31 @@ def test_the_active_version_alone_and_mistakes(demo_desk):
         run("--version", "1", "--since", "yesterday")
     with pytest.raises(CommandError, match="is after"):
         run("--version", "1", "--since", "2026-12-01", "--until", "2026-11-01")
+
+
+def test_the_candidate_in_shadow_now_is_the_one_counted(draft_in_shadow, reviewer, approver):
+    from reviewapp.policy.candidates import candidate_of_proposal
+    from reviewapp.policy.versions import proposal_create
+    from reviewapp.replay.shadow import shadow_end, shadow_start
+
+    shadow_end(draft_in_shadow, user=approver)
+    proposal = proposal_create(
+        user=reviewer,
+        kind="require-review",
+        change={"field": "status", "actions": ["send_status_message"]},
+        rationale="ask first",
+    )
+    now = shadow_start(candidate_of_proposal(proposal), user=approver)
+    window = Window.last(28)
+    document = json.loads(run("--version", "2", "--since", str(window.since), "--json"))
+    assert document["shadow"]["candidate"] == now.candidate.label
+    assert document["shadow"]["inShadow"] is True
+    earlier = run(
+        "--version",
+        "2",
+        "--since",
+        str(window.since),
+        "--candidate",
+        str(draft_in_shadow.candidate_id),
+    )
+    assert "v2 draft (in shadow since" in earlier

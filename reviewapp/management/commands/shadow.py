@@ -11,6 +11,7 @@ from datetime import date
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db.models import F
 
 from reviewapp.infra.days import Window, WindowError
 from reviewapp.judging.blocking import DIMENSIONS
@@ -100,7 +101,7 @@ def _designation(number: int, candidate: int | None) -> ShadowDesignation:
     if candidate:
         designations = designations.filter(candidate_id=candidate)
     # In shadow now first, then the latest.
-    found = designations.order_by("ended_at", "-started_at").first()
+    found = designations.order_by(F("ended_at").desc(nulls_first=True), "-started_at").first()
     if found is None:
         raise CommandError(
             f"v{number} has not been in shadow{' as that candidate' if candidate else ''}: put it "
