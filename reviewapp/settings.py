@@ -224,6 +224,10 @@ CELERY_BEAT_SCHEDULE = {
     },
     "canary": {"task": "reviewapp.tasks.canary_task", "schedule": float(RECONCILE_SECONDS)},
     "fold-kept-counts": {"task": "reviewapp.tasks.fold_kept_counts_task", "schedule": 60.0},
+    "shadow-catch-up": {
+        "task": "reviewapp.tasks.shadow_catch_up_task",
+        "schedule": float(RECONCILE_SECONDS),
+    },
 }
 # A running batch whose heartbeat (every chunk, every judging step) is this old has lost
 # its worker, and is sent again; a queued one no worker took after this long, likewise.
@@ -232,6 +236,10 @@ INGEST_REQUEUE_SECONDS = env_int("INGEST_REQUEUE_SECONDS", 300)
 # A failed batch is tried again this many seconds times its tries so far, up to this many tries.
 INGEST_RETRY_SECONDS = env_int("INGEST_RETRY_SECONDS", 60)
 INGEST_MAX_ATTEMPTS = env_int("INGEST_MAX_ATTEMPTS", 3)
+# A delivery that finished while a candidate was in shadow and is not judged in shadow
+# after this long (its message lost, its worker dead) is sent again; a queued shadow
+# backfill likewise.
+SHADOW_REQUEUE_SECONDS = env_int("SHADOW_REQUEUE_SECONDS", 300)
 # The worker is reported silent when beat's canary has not run for this long.
 WORKER_SILENT_SECONDS = env_int("WORKER_SILENT_SECONDS", 90)
 
@@ -264,6 +272,10 @@ OTEL_EXTRACTION_KEYS = {
         ("value", ["data", "value", "result"]),
     )
 }
+
+# POST /api/v1/check (the gate): the largest body, and the most records, it judges.
+GATE_MAX_BYTES = env_int("GATE_MAX_BYTES", 1024 * 1024)
+GATE_MAX_RECORDS = env_int("GATE_MAX_RECORDS", 10_000)
 
 # The policy that judges runs until an approved policy version exists.
 DEFAULT_POLICY_PATH = BASE_DIR / "reviewapp" / "default_policy.json"

@@ -2,7 +2,16 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from reviewapp.accounts.sign_in import ThrottledAuthenticationForm
-from reviewapp.views import dashboard, ingest, ingest_api, otlp, policy, review
+from reviewapp.views import (
+    dashboard,
+    gate_api,
+    ingest,
+    ingest_api,
+    otlp,
+    policy,
+    review,
+    shadow,
+)
 
 urlpatterns = [
     # Sign-in
@@ -39,6 +48,17 @@ urlpatterns = [
     path("policy/proposals/", policy.proposal_list, name="proposal-list"),
     path("policy/proposals/<int:pk>/", policy.proposal_detail, name="proposal-detail"),
     path("policy/proposals/<int:pk>/decide/", policy.proposal_decide, name="proposal-decide"),
+    # Shadow mode and the gate
+    path("shadow/", shadow.shadow_page, name="shadow"),
+    path("shadow/runs/", shadow.shadow_runs, name="shadow-runs"),
+    path("shadow/start/", shadow.shadow_start_view, name="shadow-start"),
+    path("shadow/<int:pk>/end/", shadow.shadow_end_view, name="shadow-end"),
+    path("shadow/<int:pk>/backfill/", shadow.shadow_backfill_view, name="shadow-backfill"),
+    path("shadow/<int:pk>/backfills/", shadow.backfill_progress, name="shadow-backfills"),
+    path("shadow/export.csv", shadow.shadow_export_csv, name="shadow-export-csv"),
+    path("shadow/export.json", shadow.shadow_export_json, name="shadow-export-json"),
+    path("gate/", shadow.gate_page, name="gate"),
+    path("gate/mode/", shadow.gate_mode_view, name="gate-mode"),
     # Tickets
     path("tickets/", review.ticket_queue, name="ticket-queue"),
     path("tickets/bulk/", review.ticket_bulk, name="ticket-bulk"),
@@ -52,6 +72,7 @@ urlpatterns = [
     # API (bearer tokens)
     path("api/v1/traces", ingest_api.post_traces, name="api-traces"),
     path("api/v1/batches/<uuid:public_id>", ingest_api.get_batch, name="api-batch"),
+    path("api/v1/check", gate_api.post_check, name="api-check"),
     # OTLP/HTTP traces receiver (the same bearer tokens)
     path("v1/traces", otlp.traces, name="otlp-traces"),
 ]

@@ -22,12 +22,15 @@ from reviewapp.judging.store import REPLAY, SHADOW, judgements_store
 from reviewapp.models import (
     AuditEvent,
     Finding,
+    GateAnswer,
+    GateMode,
     IngestBatch,
     Judgement,
     PolicyCandidate,
     PolicyVersion,
     ProspectiveSettlement,
     Run,
+    ShadowBatch,
     Ticket,
     TicketComment,
     TraceLine,
@@ -54,10 +57,13 @@ APPEND_ONLY = {
     AuditEvent,
     PolicyCandidate,
     Finding,
+    GateAnswer,
+    GateMode,
     Judgement,
     PolicyCandidate,
     PolicyVersion,
     ProspectiveSettlement,
+    ShadowBatch,
     TicketComment,
     TraceLine,
     TraceRecord,
@@ -100,6 +106,9 @@ def every_table_has_a_row(tmp_path, reviewer, approver):
     version = policy_version_publish(user=approver, reason="owners")
     settlements_label(version)
     candidate_of_version(version)
+    GateMode.objects.create(action="issue_refund", mode="enforce", reason="r", chosen_by=approver)
+    GateAnswer.objects.create(action="issue_refund", decision="block", mode="enforce")
+    ShadowBatch.objects.create(batch=IngestBatch.objects.first())
     for model in APPEND_ONLY:
         assert model.objects.exists(), model.__name__
 

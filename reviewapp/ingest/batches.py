@@ -16,11 +16,13 @@ from django.utils import timezone
 
 from reviewapp.celery import app
 from reviewapp.ingest.streams import file_digest
-from reviewapp.models import IngestBatch, TraceLine, TraceRecord
+from reviewapp.models import IngestBatch, ShadowDesignation, TraceLine, TraceRecord
 
 # The task a worker ingests a batch with (reviewapp.tasks), sent by name: services never
 # import the tasks that call them.
 INGEST_TASK = "reviewapp.tasks.ingest_batch_task"
+# The task judging a delivery's runs under the candidates in shadow (reviewapp.replay).
+SHADOW_TASK = "reviewapp.tasks.shadow_judge_batch_task"
 
 
 @dataclass
@@ -98,6 +100,14 @@ def send_to_worker(batch: IngestBatch) -> None:
     IngestBatch.objects.filter(pk=batch.pk).update(heartbeat_at=timezone.now())
     # robust: a broker that is down must not fail the request that stored the batch.
     transaction.on_commit(lambda: app.send_task(INGEST_TASK, args=[batch.pk]), robust=True)
+
+
+def send_to_shadow(batch: IngestBatch) -> None:
+    """Once the ingest commits, have a worker judge the delivery's runs under every
+    candidate in shadow (with none in shadow, nothing is sent). Ingest itself neither waits
+    for it nor knows what it does."""
+    if ShadowDesignation.objects.filter(ended_at__isnull=True).exists():
+        transaction.on_commit(lambda: app.send_task(SHADOW_TASK, args=[batch.pk]), robust=True)
 
 
 class BatchNotRetryable(Exception):

@@ -26,7 +26,12 @@ from django.db import OperationalError, connection, transaction
 from django.db.models import Count, F, Sum
 from django.utils import timezone
 
-from reviewapp.ingest.batches import IngestSummary, count_runs_touched, create_batch
+from reviewapp.ingest.batches import (
+    IngestSummary,
+    count_runs_touched,
+    create_batch,
+    send_to_shadow,
+)
 from reviewapp.ingest.files import RawLine, iter_raw_lines
 from reviewapp.ingest.judge import RunsInFlight, judge_stored_runs, runs_to_judge
 from reviewapp.ingest.lines import (
@@ -146,6 +151,7 @@ def _ingest_locked(batch: IngestBatch, progress: Progress | None) -> IngestSumma
         **summary.as_dict(),
     )
     batch.refresh_from_db()
+    send_to_shadow(batch)
     if batch.channel != IngestBatch.Channel.CLI:
         # Every line is stored now: the kept copy of an upload or a body has done its work
         # (a file named on the command line is the user's own, and stays).

@@ -20,11 +20,20 @@ from reviewapp.models.review import (
     TicketComment,
     TicketFacetDelta,
 )
+from reviewapp.models.shadow import (
+    GateAnswer,
+    GateMode,
+    ShadowBackfill,
+    ShadowBatch,
+    ShadowDesignation,
+)
 
 __all__ = [
     "ApiToken",
     "AuditEvent",
     "Finding",
+    "GateAnswer",
+    "GateMode",
     "IngestBatch",
     "Judgement",
     "PolicyCandidate",
@@ -33,6 +42,9 @@ __all__ = [
     "RuleProposal",
     "Run",
     "ServicePulse",
+    "ShadowBackfill",
+    "ShadowBatch",
+    "ShadowDesignation",
     "Ticket",
     "TicketCombinationDelta",
     "TicketComment",

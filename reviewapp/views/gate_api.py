@@ -1,0 +1,37 @@
+"""POST /api/v1/check: an agent harness asks before a side effect (reviewapp.gate)."""
+
+from __future__ import annotations
+
+import time
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_not_required
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+
+from reviewapp.gate.check import check, check_refuse
+from reviewapp.views.ingest_api import _token_or_error
+
+
+@csrf_exempt  # a bearer token, not a cookie, authenticates these requests
+@login_not_required
+@require_POST
+def post_check(request: HttpRequest) -> JsonResponse:
+    started = time.perf_counter()
+    token = _token_or_error(request)
+    if isinstance(token, JsonResponse):
+        return token
+    too_large = f"body is over the {settings.GATE_MAX_BYTES:,}-byte limit"
+    declared = request.headers.get("Content-Length", "")
+    if declared.isascii() and declared.isdecimal() and int(declared) > settings.GATE_MAX_BYTES:
+        status, answer = check_refuse(too_large, token=token, started=started)
+    else:
+        try:
+            body = request.body
+        except RequestDataTooBig:
+            status, answer = check_refuse(too_large, token=token, started=started)
+        else:
+            status, answer = check(body, token=token, started=started)
+    return JsonResponse(answer, status=status)

@@ -1,0 +1,73 @@
+"""Blocked counts under the active policy equal a brute-force count over the stored
+verdicts and findings, for every grouping, every window and every drill-down."""
+
+from datetime import timedelta
+
+import pytest
+
+from reviewapp.infra.days import Window
+from reviewapp.judging.blocking import ItemFilter
+from reviewapp.models import Ticket
+from reviewapp.reports.blocked import blocked_counts, blocked_runs
+from tests.shadow import brute
+
+pytestmark = pytest.mark.django_db
+
+
+def windows():
+    today = brute.today()
+    return [Window.last(28), Window(today - timedelta(days=9), today - timedelta(days=3))]
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_every_count_equals_the_brute_force_count(demo_desk, which):
+    window = windows()[which]
+    items = brute.active_items(window.since, window.until)
+    expected = brute.counts(items)
+    found = blocked_counts(window)
+    assert found.total == len(items) > 0
+    assert found.runs == len({item.run for item in items})
+    assert dict(found.by_day) == {day: expected["day"].get(day, 0) for day in window.days}
+    assert dict(found.by_week) == {week: expected["week"].get(week, 0) for week in window.weeks}
+    for name in ("action", "field", "sources", "agent", "reason"):
+        assert dict(found.by[name]) == dict(expected[name]), name
+    # Both kinds of blocked action are there: unsafe verdicts and trajectory calls.
+    assert {"no-approved-precedence", "missing-prerequisite"} <= set(expected["reason"])
+    assert "create_refund" in expected["action"] and "issue_store_credit" in expected["action"]
+
+
+def test_each_count_drills_down_to_its_runs_and_tickets(demo_desk):
+    window = Window.last(28)
+    items = brute.active_items(window.since, window.until)
+    for item_filter, expected in [
+        (ItemFilter(), items),
+        (ItemFilter(action="create_refund"), [i for i in items if i.action == "create_refund"]),
+        (ItemFilter(field=""), [i for i in items if i.field == ""]),
+        (
+            ItemFilter(reason="no-approved-precedence", day=items[0].day),
+            [i for i in items if i.reason == "no-approved-precedence" and i.day == items[0].day],
+        ),
+        (ItemFilter(week=items[-1].day), [i for i in items if i.week == items[-1].week]),
+    ]:
+        runs = {i.run for i in expected}
+        first = blocked_runs(window, item_filter, page=1, per_page=10)
+        assert (first.total_runs, first.total_items) == (len(runs), len(expected)), item_filter
+        seen = []
+        for number in range(1, first.pages + 1):
+            page = blocked_runs(window, item_filter, page=number, per_page=10)
+            seen += [(run.pk, len(run.items)) for run in page.runs]
+        assert sorted(seen) == sorted(
+            (run, sum(1 for i in expected if i.run == run)) for run in runs
+        )
+    # Every unsafe verdict of a current judgement has its ticket, and the drill-down names it.
+    page = blocked_runs(window, ItemFilter(reason="no-approved-precedence"), per_page=50)
+    linked = [item for run in page.runs for item in run.items]
+    assert linked and all(item.ticket_id for item in linked)
+    tickets = Ticket.objects.in_bulk([item.ticket_id for item in linked])
+    assert all(tickets[item.ticket_id].field == item.field for item in linked)
+
+
+def test_nothing_judged_counts_nothing(db):
+    found = blocked_counts(Window.last(7))
+    assert (found.total, found.runs, found.judged) == (0, 0, 0)
+    assert [n for _, n in found.by_day] == [0] * 7
