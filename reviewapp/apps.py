@@ -17,13 +17,25 @@ def install_sqlite_guards(sender: AppConfig, using: str = "default", **_kwargs) 
             cursor.execute(statement)
 
 
+def _safe_worker_log(logger, **_kwargs) -> None:
+    from reviewapp.infra.logs import make_handlers_safe
+
+    make_handlers_safe(logger)
+
+
 class ReviewAppConfig(AppConfig):
     name = "reviewapp"
     verbose_name = "Crosscheck"
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from celery.signals import after_setup_logger, after_setup_task_logger
+
         from reviewapp.accounts.roles import ensure_roles
+
+        # A Celery worker sets up its own log handlers: they escape what tasks log too.
+        for signal in (after_setup_logger, after_setup_task_logger):
+            signal.connect(_safe_worker_log, weak=False)
 
         # Permissions exist only after migrate, so the roles are made then.
         post_migrate.connect(ensure_roles, sender=self)

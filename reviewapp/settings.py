@@ -170,10 +170,18 @@ SECURE_HSTS_SECONDS = env_int("HSTS_SECONDS", 0)
 BEHIND_PROXY = env_bool("BEHIND_PROXY", False)
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if BEHIND_PROXY else None
 
+# Every record stays in its lines: what others sent (a run id in a database error, say)
+# cannot start a line of the log (reviewapp/infra/logs.py; Celery's handlers too).
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {
+        "safe": {
+            "()": "reviewapp.infra.logs.SafeFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s: %(message)s",
+        }
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "safe"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
 }
 
