@@ -84,6 +84,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # After WhiteNoise: static files keep their long cache; nothing else is stored.
+    "reviewapp.views.middleware.NoStoreMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -161,12 +163,24 @@ SECURE_CSP = {
 }
 # A working day, not Django's two weeks: a session left open on a shared machine ends.
 SESSION_COOKIE_AGE = env_int("SESSION_SECONDS", 12 * 3600)
-# Set SECURE_COOKIES=1 wherever the app is served over HTTPS.
+# Set SECURE_COOKIES=1 wherever the app is served over HTTPS: cookies go over HTTPS only,
+# under the __Host- prefix (browsers then refuse them from any other host or path, or
+# without Secure: so the prefix only where they are Secure).
 SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+if SESSION_COOKIE_SECURE:
+    SESSION_COOKIE_NAME = "__Host-sessionid"
+    CSRF_COOKIE_NAME = "__Host-csrftoken"
 # Where the app is served only over HTTPS: how long browsers are told to use nothing else
-# (Strict-Transport-Security); 0 tells them nothing. A TLS proxy redirects plain HTTP.
+# (Strict-Transport-Security), for this host and its subdomains; 0 tells them nothing.
 SECURE_HSTS_SECONDS = env_int("HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("HSTS_INCLUDE_SUBDOMAINS", True)
+# Ask to be on browsers' built-in HTTPS-only list (hstspreload.org): only for a domain
+# whose every subdomain is served over HTTPS.
+SECURE_HSTS_PRELOAD = env_bool("HSTS_PRELOAD", False)
+# Answer plain HTTP with a redirect to HTTPS. Behind a TLS proxy, set BEHIND_PROXY too (the
+# app then knows a request came over HTTPS from X-Forwarded-Proto).
+SECURE_SSL_REDIRECT = env_bool("SSL_REDIRECT", False)
 BEHIND_PROXY = env_bool("BEHIND_PROXY", False)
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if BEHIND_PROXY else None
 
@@ -240,6 +254,9 @@ INGEST_REQUEUE_SECONDS = env_int("INGEST_REQUEUE_SECONDS", 300)
 # A failed batch is tried again this many seconds times its tries so far, up to this many tries.
 INGEST_RETRY_SECONDS = env_int("INGEST_RETRY_SECONDS", 60)
 INGEST_MAX_ATTEMPTS = env_int("INGEST_MAX_ATTEMPTS", 3)
+# What a batch that failed with no tries left kept (an upload, an API body) is deleted this
+# long after its last try (7 days): time to look at it, not to keep it for ever.
+INGEST_FAILED_KEEP_SECONDS = env_int("INGEST_FAILED_KEEP_SECONDS", 7 * 24 * 3600)
 # The worker is reported silent when beat's canary has not run for this long.
 WORKER_SILENT_SECONDS = env_int("WORKER_SILENT_SECONDS", 90)
 

@@ -27,7 +27,7 @@ from django.db.models import Count, F
 from django.utils import timezone
 
 from reviewapp.ingest.batches import IngestSummary, count_runs_touched, create_batch
-from reviewapp.ingest.files import RawLine, iter_raw_lines
+from reviewapp.ingest.files import InflateMeter, RawLine, iter_raw_lines
 from reviewapp.ingest.judge import RunsInFlight, judge_stored_runs, runs_to_judge
 from reviewapp.ingest.lines import Line, insert_new_lines, prepare_chunk, store_records
 from reviewapp.ingest.occurrences import OccurrenceCounter
@@ -183,19 +183,33 @@ def _store_file(batch: IngestBatch, progress: Progress | None, in_flight: RunsIn
     """Store every line of the batch's file in chunks; return how many lines were read."""
     count = 0
     occurrences = OccurrenceCounter()
+    meter = InflateMeter.of(batch.stored_path)
     with open(batch.stored_path, "rb") as stream, closing(occurrences):
         chunk: list[RawLine] = []
         lines = iter_raw_lines(
-            stream, batch.file_name, max_decompressed=settings.INGEST_MAX_DECOMPRESSED_BYTES
+            stream,
+            batch.file_name,
+            max_decompressed=settings.INGEST_MAX_DECOMPRESSED_BYTES,
+            meter=meter,
         )
         for raw_line in lines:
             chunk.append(raw_line)
             if len(chunk) >= CHUNK_LINES:
                 count += _store_chunk(batch, prepare_chunk(batch, chunk, occurrences), in_flight)
                 chunk = []
-                _report(batch, stream.tell(), progress)
+                _report(batch, _position(stream.tell(), meter, batch.size_bytes), progress)
         count += _store_chunk(batch, prepare_chunk(batch, chunk, occurrences), in_flight)
     return count
+
+
+def _position(read: int, meter: InflateMeter | None, size: int) -> int:
+    """How far through the file, in its bytes. A gzip's compressed bytes are read far ahead
+    of what is inflated (a file of alike lines is all read at once): its position is the
+    share inflated so far, when its trailer says what it inflates to."""
+    fraction = meter.fraction() if meter is not None else None
+    if fraction is None:
+        return read
+    return int(size * fraction)
 
 
 def _report(batch: IngestBatch, done: int, progress: Progress | None) -> None:
