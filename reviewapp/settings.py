@@ -95,6 +95,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "reviewapp.views.middleware.AuditChannelMiddleware",
 ]
 
 ROOT_URLCONF = "reviewapp.urls"

@@ -188,8 +188,9 @@ def test_sqlite_refuses_update_and_delete_of_what_is_append_only(sqlite_database
             table = model._meta.db_table
             assert {f"{table}_no_update", f"{table}_no_delete"} <= names, table
         db.execute(
-            "INSERT INTO reviewapp_auditevent (verb, target, data, created_at) "
-            "VALUES ('claimed', 'ticket 1', '{}', '2026-11-30 00:00:00')"
+            "INSERT INTO reviewapp_auditevent (verb, target, data, created_at, channel, "
+            "prev_hash, hash) VALUES ('claimed', 'ticket 1', '{}', '2026-11-30 00:00:00', "
+            "'web', '', '')"
         )
         with pytest.raises(sqlite3.IntegrityError, match="append-only: UPDATE"):
             db.execute("UPDATE reviewapp_auditevent SET verb = 'rewritten'")

@@ -14,6 +14,7 @@ from reviewapp.models.policy import (
     RuleProposal,
 )
 from reviewapp.models.review import (
+    AuditChain,
     AuditEvent,
     Ticket,
     TicketCombinationDelta,
@@ -23,6 +24,7 @@ from reviewapp.models.review import (
 
 __all__ = [
     "ApiToken",
+    "AuditChain",
     "AuditEvent",
     "Finding",
     "IngestBatch",

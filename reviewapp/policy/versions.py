@@ -16,9 +16,10 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from reviewapp.accounts.audit import audit_record
 from reviewapp.celery import app
 from reviewapp.judging.policies import default_policy_document, latest_version
-from reviewapp.models import AuditEvent, PolicyVersion, RuleProposal, Ticket
+from reviewapp.models import PolicyVersion, RuleProposal, Ticket
 from reviewapp.policy.documents import apply_change, describe_change
 
 
@@ -31,7 +32,7 @@ class FourEyesError(PolicyWorkError):
 
 
 def _audit(actor, verb: str, target: str, **data: Any) -> None:
-    AuditEvent.objects.create(actor=actor, verb=verb, target=target, data=data)
+    audit_record(actor=actor, verb=verb, target=target, **data)
 
 
 def active_document() -> tuple[int, dict[str, Any]]:
