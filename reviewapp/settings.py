@@ -124,6 +124,12 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
+# Least privilege (reviewapp/infra/roles.py): the app connects as DATABASE_URL's role, which
+# owns nothing; `manage.py migrate` connects as MIGRATE_DATABASE_URL's, the owner of the
+# tables, and then grants the app's role what it needs. Unset: one role does both (SQLite).
+MIGRATE_DATABASE_URL = os.environ.get("MIGRATE_DATABASE_URL", "")
+MIGRATE_DATABASE = dj_database_url.parse(MIGRATE_DATABASE_URL) if MIGRATE_DATABASE_URL else None
+APP_DATABASE_ROLE = DATABASES["default"].get("USER") or "" if MIGRATE_DATABASE else ""
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     # The web server and the worker write to one file: wait for the lock, do not fail.
