@@ -2,7 +2,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from reviewapp.accounts.sign_in import ThrottledAuthenticationForm
-from reviewapp.views import dashboard, ingest, ingest_api, policy, review
+from reviewapp.views import dashboard, ingest, ingest_api, openapi, policy, review
 
 urlpatterns = [
     # Sign-in
@@ -52,4 +52,5 @@ urlpatterns = [
     # API (bearer tokens)
     path("api/v1/traces", ingest_api.post_traces, name="api-traces"),
     path("api/v1/batches/<uuid:public_id>", ingest_api.get_batch, name="api-batch"),
+    path("api/v1/openapi.json", openapi.openapi_document, name="api-openapi"),
 ]
