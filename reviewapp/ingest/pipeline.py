@@ -52,6 +52,15 @@ def ingest_batch(batch: IngestBatch, *, progress: Progress | None = None) -> Ing
         if not taken:
             log.info("batch %s is being ingested elsewhere; left to that worker", batch.pk)
             return IngestSummary.of(IngestBatch.objects.get(pk=batch.pk))
+        seen = IngestBatch.objects.get(pk=batch.pk)
+        if (
+            seen.state == IngestBatch.State.RUNNING
+            and seen.attempts >= settings.INGEST_MAX_ATTEMPTS
+        ):
+            # Running, yet nobody holds it: every try so far died with its worker (a crash,
+            # the memory limit). Delivered again, it would kill the next one: it fails here.
+            _give_up(seen)
+            return IngestSummary.of(seen)
         IngestBatch.objects.filter(pk=batch.pk).update(
             state=IngestBatch.State.RUNNING,
             started_at=batch.started_at or timezone.now(),
@@ -143,6 +152,21 @@ def _ingest_locked(batch: IngestBatch, progress: Progress | None) -> IngestSumma
         # (a file named on the command line is the user's own, and stays).
         Path(batch.stored_path).unlink(missing_ok=True)
     return summary
+
+
+def _give_up(batch: IngestBatch) -> None:
+    log.error(
+        "batch %s: its worker died in each of %s tries; not tried again", batch.pk, batch.attempts
+    )
+    IngestBatch.objects.filter(pk=batch.pk).update(
+        state=IngestBatch.State.FAILED,
+        error=(
+            f"its worker died in each of {batch.attempts} tries (a crash, or a memory limit); "
+            "every chunk stored before is kept. It is not tried again by itself."
+        ),
+        finished_at=timezone.now(),
+    )
+    batch.state = IngestBatch.State.FAILED
 
 
 def _mark_failed(batch: IngestBatch, exc: BaseException) -> None:
