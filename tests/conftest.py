@@ -1,4 +1,7 @@
-"""Shared fixtures: users in each role, a small review desk, an empty cache."""
+"""Shared fixtures: users in each role, a small review desk, an empty cache; the database
+roles tests run as (tests/roles.py); slow tests only with CROSSCHECK_SLOW=1."""
+
+import os
 
 import pgtrigger
 import pytest
@@ -10,6 +13,19 @@ from django.db import connections
 from reviewapp.accounts.roles import ADMIN, APPROVER, REVIEWER, VIEWER, ensure_roles
 from reviewapp.infra.roles import as_owner
 from tests.roles import CREDENTIALS, become, owner_settings, separate
+
+SLOW = os.environ.get("CROSSCHECK_SLOW") == "1"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked slow (long fault variants) run only with CROSSCHECK_SLOW=1; each kind of
+    fault also has a bounded test that always runs."""
+    if SLOW:
+        return
+    skip = pytest.mark.skip(reason="slow: run with CROSSCHECK_SLOW=1")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
 
 
 def make_user(django_user_model, username: str, role: str | None):

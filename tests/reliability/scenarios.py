@@ -17,8 +17,7 @@ import psycopg
 
 from tests.reliability.stack import Stack, wait_for
 
-RUNS = 6000  # 36,000 lines: several seconds of work, long enough to be hit mid-way
-LINES_PER_RUN = 6
+RUNS = 6000  # 30,000 lines: several seconds of work, long enough to be hit mid-way
 
 
 @dataclass
@@ -115,9 +114,20 @@ def finished(stack: Stack, public_id: str, states=("done",)) -> dict[str, Any] |
 
 
 def outcome(
-    stack: Stack, scenario: str, public_id: str, expected: int, since: float, timeout: float = 120
+    stack: Stack,
+    scenario: str,
+    public_id: str,
+    expected: int,
+    since: float,
+    timeout: float = 120,
+    token: str | None = None,
 ) -> Outcome:
+    """Wait for the batch hit by the fault; with `token`, recovered means also that a new
+    batch, sent through the broker after the fault, was stored."""
     row = wait_for(lambda: finished(stack, public_id), timeout, f"{scenario}: the batch to finish")
+    if token is not None:
+        after = post(stack, trace_body(2, f"after-{public_id[:8]}"), token)
+        wait_for(lambda: finished(stack, after), timeout, f"{scenario}: a batch sent after it")
     recovery = time.monotonic() - since
     stored_rows, distinct = _query(
         stack,
@@ -151,7 +161,7 @@ def pool_process_killed(stack: Stack, token: str, prefix: str = "pool") -> Outco
     assert pool, "no pool process"
     for pid in pool:
         os.kill(pid, signal.SIGKILL)
-    return outcome(stack, "SIGKILL a pool process", public_id, lines, time.monotonic())
+    return outcome(stack, "SIGKILL a pool process", public_id, lines, time.monotonic(), token=token)
 
 
 def worker_killed(stack: Stack, token: str, prefix: str = "worker") -> Outcome:
@@ -160,7 +170,9 @@ def worker_killed(stack: Stack, token: str, prefix: str = "worker") -> Outcome:
     public_id, lines = _begin(stack, token, prefix)
     stack.processes["worker"].kill(signal.SIGKILL)
     stack.start_worker()
-    return outcome(stack, "SIGKILL the worker, restart", public_id, lines, time.monotonic())
+    return outcome(
+        stack, "SIGKILL the worker, restart", public_id, lines, time.monotonic(), token=token
+    )
 
 
 def postgres_killed(
@@ -172,7 +184,12 @@ def postgres_killed(
     time.sleep(down)
     postgres.start()
     return outcome(
-        stack, f"SIGKILL PostgreSQL, {down:g} s down", public_id, lines, time.monotonic()
+        stack,
+        f"SIGKILL PostgreSQL, {down:g} s down",
+        public_id,
+        lines,
+        time.monotonic(),
+        token=token,
     )
 
 
@@ -182,7 +199,9 @@ def redis_killed(stack: Stack, token: str, prefix: str = "redis", down: float = 
     stack.processes["redis"].kill()
     time.sleep(down)
     stack.start_redis()
-    return outcome(stack, f"SIGKILL Redis, {down:g} s down", public_id, lines, time.monotonic())
+    return outcome(
+        stack, f"SIGKILL Redis, {down:g} s down", public_id, lines, time.monotonic(), token=token
+    )
 
 
 def redis_frozen(
@@ -205,7 +224,9 @@ def redis_frozen(
         time.sleep(max(0.0, frozen - (time.monotonic() - stopped)))
     finally:
         _signal_group(redis, signal.SIGCONT)
-    result = outcome(stack, f"SIGSTOP Redis for {frozen:g} s", public_id, lines, time.monotonic())
+    result = outcome(
+        stack, f"SIGSTOP Redis for {frozen:g} s", public_id, lines, time.monotonic(), token=token
+    )
     return result, statuses
 
 
