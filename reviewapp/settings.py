@@ -84,6 +84,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # After WhiteNoise: static files keep their long cache; nothing else is stored.
+    "reviewapp.views.middleware.NoStoreMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -93,6 +95,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "reviewapp.views.middleware.AuditChannelMiddleware",
 ]
 
 ROOT_URLCONF = "reviewapp.urls"
@@ -121,6 +124,12 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
+# Least privilege (reviewapp/infra/roles.py): the app connects as DATABASE_URL's role, which
+# owns nothing; `manage.py migrate` connects as MIGRATE_DATABASE_URL's, the owner of the
+# tables, and then grants the app's role what it needs. Unset: one role does both (SQLite).
+MIGRATE_DATABASE_URL = os.environ.get("MIGRATE_DATABASE_URL", "")
+MIGRATE_DATABASE = dj_database_url.parse(MIGRATE_DATABASE_URL) if MIGRATE_DATABASE_URL else None
+APP_DATABASE_ROLE = DATABASES["default"].get("USER") or "" if MIGRATE_DATABASE else ""
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     # The web server and the worker write to one file: wait for the lock, do not fail.
@@ -161,19 +170,39 @@ SECURE_CSP = {
 }
 # A working day, not Django's two weeks: a session left open on a shared machine ends.
 SESSION_COOKIE_AGE = env_int("SESSION_SECONDS", 12 * 3600)
-# Set SECURE_COOKIES=1 wherever the app is served over HTTPS.
+# Set SECURE_COOKIES=1 wherever the app is served over HTTPS: cookies go over HTTPS only,
+# under the __Host- prefix (browsers then refuse them from any other host or path, or
+# without Secure: so the prefix only where they are Secure).
 SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+if SESSION_COOKIE_SECURE:
+    SESSION_COOKIE_NAME = "__Host-sessionid"
+    CSRF_COOKIE_NAME = "__Host-csrftoken"
 # Where the app is served only over HTTPS: how long browsers are told to use nothing else
-# (Strict-Transport-Security); 0 tells them nothing. A TLS proxy redirects plain HTTP.
+# (Strict-Transport-Security), for this host and its subdomains; 0 tells them nothing.
 SECURE_HSTS_SECONDS = env_int("HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("HSTS_INCLUDE_SUBDOMAINS", True)
+# Ask to be on browsers' built-in HTTPS-only list (hstspreload.org): only for a domain
+# whose every subdomain is served over HTTPS.
+SECURE_HSTS_PRELOAD = env_bool("HSTS_PRELOAD", False)
+# Answer plain HTTP with a redirect to HTTPS. Behind a TLS proxy, set BEHIND_PROXY too (the
+# app then knows a request came over HTTPS from X-Forwarded-Proto).
+SECURE_SSL_REDIRECT = env_bool("SSL_REDIRECT", False)
 BEHIND_PROXY = env_bool("BEHIND_PROXY", False)
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if BEHIND_PROXY else None
 
+# Every record stays in its lines: what others sent (a run id in a database error, say)
+# cannot start a line of the log (reviewapp/infra/logs.py; Celery's handlers too).
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {
+        "safe": {
+            "()": "reviewapp.infra.logs.SafeFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s: %(message)s",
+        }
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "safe"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
 }
 
@@ -240,6 +269,9 @@ INGEST_MAX_ATTEMPTS = env_int("INGEST_MAX_ATTEMPTS", 3)
 # after this long (its message lost, its worker dead) is sent again; a queued shadow
 # backfill likewise.
 SHADOW_REQUEUE_SECONDS = env_int("SHADOW_REQUEUE_SECONDS", 300)
+# What a batch that failed with no tries left kept (an upload, an API body) is deleted this
+# long after its last try (7 days): time to look at it, not to keep it for ever.
+INGEST_FAILED_KEEP_SECONDS = env_int("INGEST_FAILED_KEEP_SECONDS", 7 * 24 * 3600)
 # The worker is reported silent when beat's canary has not run for this long.
 WORKER_SILENT_SECONDS = env_int("WORKER_SILENT_SECONDS", 90)
 

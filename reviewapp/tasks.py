@@ -21,13 +21,18 @@ def label_settled_tickets_task(version_id: int) -> int:
 @app.task
 def resume_stalled_batches_task() -> int:
     """Periodic (beat): send again batches whose worker died, whose message was lost, or
-    that failed with tries left."""
+    that failed with tries left; delete the kept bodies of those with none left, after a
+    while."""
     from datetime import timedelta
 
     from django.conf import settings
 
-    from reviewapp.ingest.batches import send_to_worker, stalled_batches
+    from reviewapp.ingest.batches import failed_bodies_delete, send_to_worker, stalled_batches
 
+    failed_bodies_delete(
+        kept_for=timedelta(seconds=settings.INGEST_FAILED_KEEP_SECONDS),
+        max_attempts=settings.INGEST_MAX_ATTEMPTS,
+    )
     stalled = stalled_batches(
         running=timedelta(seconds=settings.INGEST_STALL_SECONDS),
         queued=timedelta(seconds=settings.INGEST_REQUEUE_SECONDS),

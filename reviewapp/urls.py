@@ -7,6 +7,7 @@ from reviewapp.views import (
     gate_api,
     ingest,
     ingest_api,
+    openapi,
     otlp,
     policy,
     review,
@@ -72,6 +73,7 @@ urlpatterns = [
     # API (bearer tokens)
     path("api/v1/traces", ingest_api.post_traces, name="api-traces"),
     path("api/v1/batches/<uuid:public_id>", ingest_api.get_batch, name="api-batch"),
+    path("api/v1/openapi.json", openapi.openapi_document, name="api-openapi"),
     path("api/v1/check", gate_api.post_check, name="api-check"),
     # OTLP/HTTP traces receiver (the same bearer tokens)
     path("v1/traces", otlp.traces, name="otlp-traces"),

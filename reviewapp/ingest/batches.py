@@ -119,9 +119,15 @@ def retry_batch(batch: IngestBatch, *, body: Path | None = None) -> None:
     (an API client re-posting), kept in place of a file that is gone."""
     if batch.state != IngestBatch.State.FAILED:
         raise BatchNotRetryable(f"the batch is {batch.state}, not failed")
-    if body is not None and not Path(batch.stored_path).exists():
-        body.replace(batch.stored_path)
-    if not Path(batch.stored_path).exists():
+    kept = bool(batch.stored_path) and Path(batch.stored_path).exists()
+    if body is not None and not kept:
+        if batch.stored_path:
+            body.replace(batch.stored_path)
+        else:  # deleted after the batch ran out of tries: keep the body where it is
+            batch.stored_path = str(body)
+            IngestBatch.objects.filter(pk=batch.pk).update(stored_path=batch.stored_path)
+        kept = True
+    if not kept:
         raise BatchNotRetryable("its file is no longer kept; send the traces again")
     IngestBatch.objects.filter(pk=batch.pk, state=IngestBatch.State.FAILED).update(
         state=IngestBatch.State.QUEUED, error=""
@@ -152,6 +158,27 @@ def stalled_batches(
         )
         .order_by("created_at")
     )
+
+
+def failed_bodies_delete(*, kept_for: timedelta, max_attempts: int) -> int:
+    """Delete what was kept of every upload or API body whose batch failed with no tries
+    left, once `kept_for` has passed since (for an operator to look at it or retry it by
+    hand); the batch says so. A file named on the command line is the user's own, and
+    stays. Returns how many were deleted."""
+    expired = IngestBatch.objects.exclude(channel=IngestBatch.Channel.CLI).filter(
+        state=IngestBatch.State.FAILED,
+        attempts__gte=max_attempts,
+        finished_at__lt=timezone.now() - kept_for,
+    )
+    deleted = 0
+    for batch in expired.exclude(stored_path="").only("pk", "stored_path", "error"):
+        Path(batch.stored_path).unlink(missing_ok=True)
+        IngestBatch.objects.filter(pk=batch.pk, state=IngestBatch.State.FAILED).update(
+            stored_path="",
+            error=f"{batch.error} Its kept body was deleted after {kept_for.days} days.".strip(),
+        )
+        deleted += 1
+    return deleted
 
 
 def count_runs_touched(batch_pks: set[int]) -> int:

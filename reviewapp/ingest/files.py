@@ -30,11 +30,39 @@ class DecompressedTooLarge(OSError):
     """A gzip stream that inflates past its limit."""
 
 
+class InflateMeter:
+    """How far the inflating of a gzip file has got: the bytes given so far against what
+    its trailer says it inflates to (ISIZE, the size modulo 2**32 of its last member)."""
+
+    def __init__(self, expected: int | None = None):
+        self.expected, self.inflated = expected, 0
+
+    def fraction(self) -> float | None:
+        """The share inflated, or None when the trailer cannot tell (several members,
+        more than 4 GiB): then the compressed position is the only measure."""
+        if not self.expected or self.inflated > self.expected:
+            return None
+        return self.inflated / self.expected
+
+    @classmethod
+    def of(cls, path: str | Path) -> InflateMeter | None:
+        """A meter for a gzip file (None for a plain one)."""
+        with open(path, "rb") as stream:
+            if stream.read(2) != GZIP_MAGIC:
+                return None
+            try:
+                stream.seek(-4, io.SEEK_END)
+            except OSError:  # shorter than a gzip trailer: the reader says what is wrong
+                return cls(None)
+            return cls(int.from_bytes(stream.read(4), "little"))
+
+
 class _Capped(io.RawIOBase):
     """A decompressing stream that refuses to give more than `limit` bytes."""
 
-    def __init__(self, stream: BinaryIO, limit: int):
+    def __init__(self, stream: BinaryIO, limit: int, meter: InflateMeter | None = None):
         self._stream, self._limit, self._given = stream, limit, 0
+        self._meter = meter
 
     def readable(self) -> bool:
         return True
@@ -44,6 +72,8 @@ class _Capped(io.RawIOBase):
         # everything before the damage.
         data = self._stream.read1(len(buffer))  # type: ignore[attr-defined]
         self._given += len(data)
+        if self._meter is not None:
+            self._meter.inflated = self._given
         if self._given > self._limit:
             raise DecompressedTooLarge(
                 f"the decompressed data passes {self._limit:,} bytes; the rest was not read"
@@ -74,13 +104,17 @@ class RawLine:
         return data
 
 
-def open_stream(stream: BinaryIO, max_decompressed: int = MAX_DECOMPRESSED_BYTES) -> BinaryIO:
+def open_stream(
+    stream: BinaryIO,
+    max_decompressed: int = MAX_DECOMPRESSED_BYTES,
+    meter: InflateMeter | None = None,
+) -> BinaryIO:
     """Wrap a binary stream in a gzip decoder when it starts with the gzip magic bytes,
-    capped at `max_decompressed` bytes."""
+    capped at `max_decompressed` bytes (and measured by `meter`)."""
     buffered = stream if isinstance(stream, io.BufferedReader) else io.BufferedReader(stream)  # type: ignore[type-var]
     if buffered.peek(2)[:2] == GZIP_MAGIC:
         inflated = gzip.GzipFile(fileobj=buffered)
-        return io.BufferedReader(_Capped(inflated, max_decompressed))  # type: ignore[arg-type]
+        return io.BufferedReader(_Capped(inflated, max_decompressed, meter))  # type: ignore[arg-type]
     return buffered
 
 
@@ -137,12 +171,16 @@ def _whole_document(reader: BinaryIO) -> tuple[bytes | None, BinaryIO]:
 
 
 def iter_raw_lines(
-    stream: BinaryIO, source: str, *, max_decompressed: int = MAX_DECOMPRESSED_BYTES
+    stream: BinaryIO,
+    source: str,
+    *,
+    max_decompressed: int = MAX_DECOMPRESSED_BYTES,
+    meter: InflateMeter | None = None,
 ) -> Iterator[RawLine]:
     """Yield the non-blank lines of a (possibly gzip) stream, or a pretty-printed document as
     one unit; a corrupt, truncated or too large gzip ends with one RawLine carrying the
     error, after every line that could be read."""
-    reader = open_stream(stream, max_decompressed)
+    reader = open_stream(stream, max_decompressed, meter)
     try:
         document, reader = _whole_document(reader)
     except (OSError, EOFError, zlib.error) as exc:

@@ -32,7 +32,7 @@ from reviewapp.ingest.batches import (
     create_batch,
     send_to_shadow,
 )
-from reviewapp.ingest.files import RawLine, iter_raw_lines
+from reviewapp.ingest.files import InflateMeter, RawLine, iter_raw_lines
 from reviewapp.ingest.judge import RunsInFlight, judge_stored_runs, runs_to_judge
 from reviewapp.ingest.lines import (
     Line,
@@ -63,6 +63,15 @@ def ingest_batch(batch: IngestBatch, *, progress: Progress | None = None) -> Ing
         if not taken:
             log.info("batch %s is being ingested elsewhere; left to that worker", batch.pk)
             return IngestSummary.of(IngestBatch.objects.get(pk=batch.pk))
+        seen = IngestBatch.objects.get(pk=batch.pk)
+        if (
+            seen.state == IngestBatch.State.RUNNING
+            and seen.attempts >= settings.INGEST_MAX_ATTEMPTS
+        ):
+            # Running, yet nobody holds it: every try so far died with its worker (a crash,
+            # the memory limit). Delivered again, it would kill the next one: it fails here.
+            _give_up(seen)
+            return IngestSummary.of(seen)
         IngestBatch.objects.filter(pk=batch.pk).update(
             state=IngestBatch.State.RUNNING,
             started_at=batch.started_at or timezone.now(),
@@ -159,6 +168,21 @@ def _ingest_locked(batch: IngestBatch, progress: Progress | None) -> IngestSumma
     return summary
 
 
+def _give_up(batch: IngestBatch) -> None:
+    log.error(
+        "batch %s: its worker died in each of %s tries; not tried again", batch.pk, batch.attempts
+    )
+    IngestBatch.objects.filter(pk=batch.pk).update(
+        state=IngestBatch.State.FAILED,
+        error=(
+            f"its worker died in each of {batch.attempts} tries (a crash, or a memory limit); "
+            "every chunk stored before is kept. It is not tried again by itself."
+        ),
+        finished_at=timezone.now(),
+    )
+    batch.state = IngestBatch.State.FAILED
+
+
 def _mark_failed(batch: IngestBatch, exc: BaseException) -> None:
     # What the batch page and the API show: no server detail (SQL, paths, trace data).
     log.exception("batch %s failed", batch.pk)
@@ -197,19 +221,33 @@ def _store_file(batch: IngestBatch, progress: Progress | None, in_flight: RunsIn
     """Store every line of the batch's file in chunks; return how many lines were read."""
     count = 0
     occurrences = OccurrenceCounter()
+    meter = InflateMeter.of(batch.stored_path)
     with open(batch.stored_path, "rb") as stream, closing(occurrences):
         chunk: list[RawLine] = []
         lines = iter_raw_lines(
-            stream, batch.file_name, max_decompressed=settings.INGEST_MAX_DECOMPRESSED_BYTES
+            stream,
+            batch.file_name,
+            max_decompressed=settings.INGEST_MAX_DECOMPRESSED_BYTES,
+            meter=meter,
         )
         for raw_line in lines:
             chunk.append(raw_line)
             if len(chunk) >= CHUNK_LINES:
                 count += _store_chunk(batch, prepare_chunk(batch, chunk, occurrences), in_flight)
                 chunk = []
-                _report(batch, stream.tell(), progress)
+                _report(batch, _position(stream.tell(), meter, batch.size_bytes), progress)
         count += _store_chunk(batch, prepare_chunk(batch, chunk, occurrences), in_flight)
     return count
+
+
+def _position(read: int, meter: InflateMeter | None, size: int) -> int:
+    """How far through the file, in its bytes. A gzip's compressed bytes are read far ahead
+    of what is inflated (a file of alike lines is all read at once): its position is the
+    share inflated so far, when its trailer says what it inflates to."""
+    fraction = meter.fraction() if meter is not None else None
+    if fraction is None:
+        return read
+    return int(size * fraction)
 
 
 def _report(batch: IngestBatch, done: int, progress: Progress | None) -> None:

@@ -116,7 +116,8 @@ def api_body_receive(
         if earlier.state == IngestBatch.State.FAILED:
             with suppress(BatchNotRetryable):
                 retry_batch(earlier, body=kept.path)
-        kept.path.unlink(missing_ok=True)
+        if earlier.stored_path != str(kept.path):  # else it is the batch's body now
+            kept.path.unlink(missing_ok=True)
         earlier.refresh_from_db()
         return Received(earlier, None)
     return Received(batch, None)

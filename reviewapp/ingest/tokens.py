@@ -1,4 +1,5 @@
-"""Bearer tokens for the ingest API: shown once, stored as a SHA-256, revocable."""
+"""API tokens: shown once, stored as a SHA-256, revocable. They authenticate the ingest API
+(a bearer token) and the decisions made on the command line (manage.py policy --token)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import secrets
 from django.db import transaction
 from django.utils import timezone
 
-from reviewapp.models import ApiToken, AuditEvent
+from reviewapp.accounts.audit import audit_record
+from reviewapp.models import ApiToken
 
 TOKEN_PREFIX = "cc_"
 
@@ -38,16 +40,21 @@ def revoke_token(token: ApiToken) -> None:
 
 
 def _audit(token: ApiToken, verb: str) -> None:
-    AuditEvent.objects.create(
-        actor=token.user, verb=verb, target=f"API token {token.prefix}…", data={"name": token.name}
-    )
+    audit_record(actor=token.user, verb=verb, target=f"API token {token.prefix}…", name=token.name)
 
 
 def authenticate_bearer(header: str | None) -> ApiToken | None:
     """The live token named by an `Authorization: Bearer …` header, or None."""
     if not header or not header.startswith("Bearer "):
         return None
-    raw = header.removeprefix("Bearer ").strip()
+    return authenticate_token(header.removeprefix("Bearer ").strip())
+
+
+def authenticate_token(raw: str) -> ApiToken | None:
+    """The live token of an active user whose raw value this is, or None (the command
+    line's decisions are made with one: whoever holds it is its user)."""
+    if not raw:
+        return None
     token = (
         ApiToken.objects.select_related("user")
         .filter(token_hash=_hash(raw), revoked_at__isnull=True, user__is_active=True)

@@ -14,6 +14,7 @@ from reviewapp.models.policy import (
     RuleProposal,
 )
 from reviewapp.models.review import (
+    AuditChain,
     AuditEvent,
     Ticket,
     TicketCombinationDelta,
@@ -30,6 +31,7 @@ from reviewapp.models.shadow import (
 
 __all__ = [
     "ApiToken",
+    "AuditChain",
     "AuditEvent",
     "Finding",
     "GateAnswer",

@@ -41,6 +41,54 @@ def append_only() -> list[pgtrigger.Trigger]:
     ]
 
 
+# What an audit event's hash covers, each field as "<length>:<text>" (no separator can be
+# forged), then the previous event's hash. reviewapp/accounts/audit.py computes the same
+# in Python to verify the chain.
+AUDIT_HASHED = (
+    "{row}.position::text",
+    """to_char({row}.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')""",
+    "coalesce({row}.actor_id::text, '')",
+    "{row}.verb",
+    "coalesce({row}.ticket_id::text, '')",
+    "{row}.target",
+    "{row}.channel",
+    "{row}.data::text",
+    "{row}.prev_hash",
+)
+
+
+def audit_content_sql(row: str) -> str:
+    """The SQL text an audit event's hash is the SHA-256 of (see AUDIT_HASHED)."""
+    return " || ".join(
+        f"length({expr})::text || ':' || {expr}"
+        for expr in (field.format(row=row) for field in AUDIT_HASHED)
+    )
+
+
+def audit_chain() -> pgtrigger.Trigger:
+    """Each new audit event takes the next place in the chain, after the head's: the head
+    row is locked until the inserting transaction ends, so concurrent events line up."""
+    content = audit_content_sql("NEW")
+    return pgtrigger.Trigger(
+        name="audit_chain",
+        when=pgtrigger.Before,
+        operation=pgtrigger.Insert,
+        declare=[("head", "RECORD")],
+        func=(
+            "INSERT INTO reviewapp_auditchain (id, position, last_hash) VALUES (1, 0, '') "
+            "ON CONFLICT (id) DO NOTHING; "
+            "SELECT position, last_hash INTO head FROM reviewapp_auditchain WHERE id = 1 "
+            "FOR UPDATE; "
+            "NEW.position := head.position + 1; "
+            "NEW.prev_hash := head.last_hash; "
+            f"NEW.hash := encode(sha256(convert_to({content}, 'UTF8')), 'hex'); "
+            "UPDATE reviewapp_auditchain SET position = NEW.position, last_hash = NEW.hash "
+            "WHERE id = 1; "
+            "RETURN NEW;"
+        ),
+    )
+
+
 def proposal_guard() -> list[pgtrigger.Trigger]:
     """Once decided, a proposal's decision never changes; the only later change allowed is
     recording the version that published it. Nothing is ever deleted."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 from reviewapp.models import guards
 
@@ -184,7 +185,18 @@ class TicketCombinationDelta(models.Model):
 
 
 class AuditEvent(models.Model):
-    """Append-only: the database refuses UPDATE and DELETE (see the migration's triggers)."""
+    """Append-only (the database refuses UPDATE, DELETE and TRUNCATE), and hash-chained:
+    each event has its place in the chain (`position`, 1, 2, 3...), the hash of the event
+    before it and its own hash over its content and that one, so that an edited, deleted
+    or reordered event breaks the chain where it was (reviewapp/accounts/audit.py checks
+    it: `manage.py audit verify`). On PostgreSQL a trigger writes the three under a lock
+    on the chain's head (AuditChain); on SQLite, the service that records events."""
+
+    class Channel(models.TextChoices):
+        WEB = "web", "web pages"
+        API = "api", "HTTP API"
+        CLI = "cli", "command line"
+        SYSTEM = "system", "the system (a worker, a migration)"
 
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
@@ -195,14 +207,32 @@ class AuditEvent(models.Model):
     )
     target = models.CharField(max_length=200, blank=True)
     data = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # Set by whoever records the event (not auto_now_add, which no caller could give).
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    # How the person acted ("" for events recorded before channels were).
+    channel = models.CharField(max_length=10, choices=Channel.choices, blank=True)
+    position = models.PositiveBigIntegerField(null=True, unique=True, editable=False)
+    prev_hash = models.CharField(max_length=64, blank=True, editable=False)
+    hash = models.CharField(max_length=64, blank=True, editable=False)
 
     class Meta:
-        triggers = guards.append_only()
+        triggers = [*guards.append_only(), guards.audit_chain()]
         ordering = ["created_at", "id"]
 
     def __str__(self) -> str:
         return f"{self.verb} {self.target}"
+
+
+class AuditChain(models.Model):
+    """The head of the audit chain, one row: the last event's position and hash. Taking it
+    FOR UPDATE serialises appends, so that concurrent events line up one after another;
+    deleting the last events would leave it pointing past them."""
+
+    position = models.PositiveBigIntegerField(default=0)
+    last_hash = models.CharField(max_length=64, blank=True)
+
+    def __str__(self) -> str:
+        return f"audit chain at {self.position}"
 
 
 class TicketComment(models.Model):

@@ -12,13 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from reviewapp.accounts.audit import audit_record
 from reviewapp.celery import app
 from reviewapp.judging.policies import default_policy_document, latest_version
-from reviewapp.models import AuditEvent, PolicyVersion, RuleProposal, Ticket
+from reviewapp.models import PolicyVersion, RuleProposal, Ticket
 from reviewapp.policy.documents import apply_change, describe_change
 
 
@@ -31,7 +32,7 @@ class FourEyesError(PolicyWorkError):
 
 
 def _audit(actor, verb: str, target: str, **data: Any) -> None:
-    AuditEvent.objects.create(actor=actor, verb=verb, target=target, data=data)
+    audit_record(actor=actor, verb=verb, target=target, **data)
 
 
 def active_document() -> tuple[int, dict[str, Any]]:
@@ -129,6 +130,9 @@ def policy_version_publish(*, user, reason: str) -> PolicyVersion:
     if not reason.strip():
         raise PolicyWorkError("say why this version is published")
     with transaction.atomic():
+        # One publish at a time: a second one waits, then finds the draft published (two
+        # that read the same approvals would otherwise both try to publish them).
+        _publish_lock()
         proposals = approved_unpublished()
         if not proposals:
             raise PolicyWorkError("nothing to publish: no approved proposal is waiting")
@@ -159,6 +163,17 @@ def policy_version_publish(*, user, reason: str) -> PolicyVersion:
         )
         transaction.on_commit(lambda: _queue_settlement_labels(version.pk), robust=True)
     return version
+
+
+# The advisory lock every publish takes for its transaction (PostgreSQL); SQLite
+# serialises writers by itself.
+PUBLISH_LOCK = 0x9B1154
+
+
+def _publish_lock() -> None:
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [PUBLISH_LOCK])
 
 
 def _queue_settlement_labels(version_id: int) -> None:

@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
+from reviewapp.accounts.audit import audit_record, audit_records
 from reviewapp.accounts.roles import WORK_TICKET
 from reviewapp.models import AuditEvent, Ticket, TicketComment
 from reviewapp.review.errors import TicketActionError
@@ -159,7 +160,7 @@ def _change(
                 )
             )
             outcome.changed.append(ticket.pk)
-        AuditEvent.objects.bulk_create(events)
+        audit_records(events)
     outcome.stale = _stale_changes(lost)
     return outcome
 
@@ -321,12 +322,12 @@ def ticket_comment(ticket: Ticket, *, actor, text: str) -> TicketComment:
         raise TicketActionError("a comment needs some text")
     with transaction.atomic():
         comment = TicketComment.objects.create(ticket=ticket, author=actor, text=text)
-        AuditEvent.objects.create(
+        audit_record(
             actor=actor,
             verb="commented",
             ticket=ticket,
             target=f"ticket {ticket.pk}",
-            data={"comment": comment.pk},
+            comment=comment.pk,
         )
     return comment
 

@@ -81,11 +81,12 @@ class QueueFilters:
 
 
 def queue_filters(params: Mapping[str, str]) -> QueueFilters:
-    """Read filters from URL parameters; a value that cannot be understood is ignored."""
+    """Read filters from URL parameters; a value that cannot be understood is ignored (a NUL
+    character, which no stored value holds and PostgreSQL refuses in a query, included)."""
     values: dict[str, Any] = {}
     for item in fields(QueueFilters):
         raw = (params.get(item.name) or "").strip()
-        if not raw:
+        if not raw or "\x00" in raw:
             continue
         if item.name in ("created_from", "created_to"):
             try:
@@ -129,7 +130,8 @@ def filtered_tickets(filters: QueueFilters, user) -> QuerySet[Ticket]:
         query &= Q(fingerprint=filters.family)
     if filters.created_from:
         query &= Q(created_at__gte=_day_start(filters.created_from))
-    if filters.created_to:
+    # The last day of the calendar has no day after it: it bounds nothing.
+    if filters.created_to and filters.created_to < date.max:
         query &= Q(created_at__lt=_day_start(filters.created_to + timedelta(days=1)))
     return Ticket.objects.filter(query)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, JsonResponse
 from django.urls import reverse
@@ -10,6 +12,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from reviewapp.accounts.roles import INGEST
 from reviewapp.ingest.receive import DeliveryRefused, api_body_receive
+from reviewapp.ingest.streams import Readable
 from reviewapp.ingest.tokens import authenticate_bearer
 from reviewapp.models import ApiToken, IngestBatch
 
@@ -27,6 +30,24 @@ def _token_or_error(request: HttpRequest) -> ApiToken | JsonResponse:
     if not token.user.has_perm(INGEST):
         return _error(403, "this token's user may not ingest traces")
     return token
+
+
+def _body(request: HttpRequest) -> Readable:
+    """The body as a stream. A chunked body has no Content-Length, so Django reads nothing
+    of it (a length of 0): read it from the server's own input, which removes the chunking
+    (gunicorn does), up to the limit like any other."""
+    chunked = "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower()
+    if chunked and not request.META.get("CONTENT_LENGTH"):
+        return request.META["wsgi.input"]
+    return request
+
+
+def header_text(value: str) -> str:
+    """A header as the client wrote it. WSGI hands header bytes over as Latin-1; a client
+    sending UTF-8 (a file name with "ä", say) meant UTF-8. Control characters are dropped."""
+    with contextlib.suppress(UnicodeEncodeError, UnicodeDecodeError):
+        value = value.encode("latin-1").decode("utf-8")
+    return "".join(char for char in value if char.isprintable()).strip()
 
 
 def _batch_json(batch: IngestBatch) -> dict:
@@ -57,11 +78,11 @@ def post_traces(request: HttpRequest) -> JsonResponse:
         return token
     try:
         received = api_body_receive(
-            request,
+            _body(request),
             token=token,
             declared_length=request.headers.get("Content-Length", ""),
             idempotency_key=request.headers.get("Idempotency-Key") or None,
-            file_name=request.headers.get("X-File-Name") or None,
+            file_name=header_text(request.headers.get("X-File-Name", "")) or None,
         )
     except DeliveryRefused as refused:
         return _error(refused.status, str(refused))

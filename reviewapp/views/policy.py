@@ -113,7 +113,9 @@ def version_diff(request: HttpRequest) -> HttpResponse:
 
 def _initial_from_ticket(request: HttpRequest) -> tuple[dict, list[Ticket]]:
     """Prefill a proposal from the ticket (or its whole family) that motivated it."""
-    ticket_id, family = request.GET.get("ticket"), request.GET.get("family")
+    ticket_id, family = request.GET.get("ticket"), request.GET.get("family", "")
+    # A fingerprint is 16 hex digits: anything else (a NUL, say) names no family.
+    family = family if family.isascii() and family.isalnum() and len(family) <= 64 else ""
     tickets: list[Ticket] = []
     if (pk := whole_number(ticket_id)) is not None:
         tickets = list(Ticket.objects.filter(pk=pk))

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from reviewapp.ingest import pipeline as ingestion
 from reviewapp.ingest.batches import create_batch, stalled_batches
-from reviewapp.ingest.pipeline import ingest_batch, ingest_file
+from reviewapp.ingest.pipeline import ingest_batch, ingest_file, ingest_stored_batch
 from reviewapp.ingest.tokens import create_token
 from reviewapp.models import IngestBatch, Run, Ticket, TraceLine
 
@@ -289,3 +289,22 @@ def test_a_viewer_cannot_send_a_batch_again(client, viewer, tmp_path):
 
 def _raising(*args, **kwargs):
     raise RuntimeError("worker lost")
+
+
+def test_a_batch_whose_worker_died_in_every_try_fails_instead_of_looping(tmp_path):
+    """A poison batch (it kills its worker: a crash, the memory limit) is delivered again by
+    the broker each time; after INGEST_MAX_ATTEMPTS tries it is failed, not tried again."""
+    batch = create_batch(
+        channel=IngestBatch.Channel.API,
+        path=_written(tmp_path, "poison.jsonl", trace(range(2))),
+        file_name="poison.jsonl",
+    )
+    IngestBatch.objects.filter(pk=batch.pk).update(state="running", attempts=3)
+    summary = ingest_stored_batch(batch.pk)
+    batch.refresh_from_db()
+    assert (batch.state, batch.attempts, summary.lines) == ("failed", 3, 0)
+    assert "died in each of 3 tries" in batch.error
+    assert not TraceLine.objects.exists()
+    assert batch not in stalled_batches(
+        running=timedelta(0), queued=timedelta(0), failed=timedelta(0), max_attempts=3
+    )

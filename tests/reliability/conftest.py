@@ -53,10 +53,14 @@ class Browser:
             urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
         )
 
+    @staticmethod
+    def encode(data: dict) -> bytes:
+        return urllib.parse.urlencode(data).encode()
+
     def status(self, path: str, data: dict | None = None) -> int:
         body = None
         if data is not None:
-            body = urllib.parse.urlencode({"csrfmiddlewaretoken": self.csrf(), **data}).encode()
+            body = self.encode({"csrfmiddlewaretoken": self.csrf(), **data})
         return self.stack.status(
             path,
             data=body,

@@ -91,6 +91,9 @@ class Stack:
     web_port: int = field(default_factory=free_port)
     overrides: dict[str, str] = field(default_factory=dict)
     processes: dict[str, Process] = field(default_factory=dict)
+    # How the worker is started: celery's own entry point, or a module that wraps it (a
+    # test's fault injected into the worker only, see test_poison.py).
+    worker_entry: list[str] = field(default_factory=lambda: ["-m", "celery"])
 
     @property
     def env(self) -> dict[str, str]:
@@ -133,12 +136,17 @@ class Stack:
     def start_worker(self, concurrency: int = 1) -> Process:
         process = self._run(
             "worker",
-            [sys.executable, "-m", "celery", "-A", "reviewapp.celery", *WORKER_ARGS]
+            [sys.executable, *self.worker_entry, "-A", "reviewapp.celery", *WORKER_ARGS]
             + [f"--concurrency={concurrency}"],
         )
         wait_for(lambda: "ready" in process.text() or not process.alive, 60, "the worker")
         assert process.alive, process.text()
         return process
+
+    def pool(self) -> list[int]:
+        """The worker's pool processes (prefork children), which run the tasks."""
+        worker = self.processes["worker"]
+        return children(worker.popen.pid) if worker.alive else []
 
     def start_beat(self) -> Process:
         return self._run(
@@ -176,6 +184,19 @@ class Stack:
             self.url(path), data=data, headers={"Host": "localhost", **(headers or {})}
         )
         return (opener or urllib.request.build_opener()).open(request, timeout=30)
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (a worker's pool, a server's backends)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
 
 
 def _answers(port: int) -> bool:

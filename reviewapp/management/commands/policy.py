@@ -1,18 +1,23 @@
 """manage.py policy: export, import, approve, reject, publish and list policy versions.
 
-Imports become proposals like any other change, and need a second person to approve."""
+Imports become proposals like any other change, and need a second person to approve. Who
+acts is whoever holds the API token given (--token, or the CROSSCHECK_TOKEN environment
+variable; made on the API tokens page): a name alone proves nothing, so one operator cannot
+act as two people. The audit trail records the decision as made on the command line."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from reviewapp.accounts.audit import Channel, audit_channel
 from reviewapp.accounts.roles import APPROVE_RULE, PROPOSE_RULE
 from reviewapp.engine import PolicyError
+from reviewapp.ingest.tokens import authenticate_token
 from reviewapp.models import PolicyVersion, RuleProposal
 from reviewapp.policy.versions import (
     PolicyWorkError,
@@ -22,6 +27,8 @@ from reviewapp.policy.versions import (
     policy_version_publish,
     proposal_decide,
 )
+
+TOKEN_VARIABLE = "CROSSCHECK_TOKEN"
 
 
 class Command(BaseCommand):
@@ -36,32 +43,48 @@ class Command(BaseCommand):
         export.add_argument("--out", help="write to this file instead of standard output")
         imported = actions.add_parser("import", help="propose a policy document from a file")
         imported.add_argument("file")
-        imported.add_argument("--user", required=True)
         imported.add_argument("--rationale", required=True)
+        decisions = [imported]
         for name in ("approve", "reject"):
             decision = actions.add_parser(name, help=f"{name} a pending proposal")
             decision.add_argument("proposal", type=int)
-            decision.add_argument("--user", required=True)
             decision.add_argument("--reason", default="")
+            decisions.append(decision)
         published = actions.add_parser(
             "publish", help="publish the approved draft as the next version"
         )
-        published.add_argument("--user", required=True)
         published.add_argument("--reason", required=True)
+        decisions.append(published)
+        for decision in decisions:
+            decision.add_argument(
+                "--token",
+                default=None,
+                help=f"your API token (default: ${TOKEN_VARIABLE}); it says who you are",
+            )
         actions.add_parser("list", help="list versions and pending proposals")
 
     def handle(self, *args, **options) -> None:
         try:
-            getattr(self, f"_{options['action']}")(options)
+            with audit_channel(Channel.CLI):
+                getattr(self, f"_{options['action']}")(options)
         except (PolicyError, PolicyWorkError) as exc:
             raise CommandError(str(exc)) from None
 
-    def _user(self, username: str, permission: str):
-        user = get_user_model().objects.filter(username=username, is_active=True).first()
-        if user is None:
-            raise CommandError(f"no active user {username!r}")
+    def _user(self, options, permission: str):
+        """The person who holds the token given, if they may do this."""
+        raw = options.get("token") or os.environ.get(TOKEN_VARIABLE, "")
+        if not raw:
+            raise CommandError(
+                f"say who you are: --token with your API token, or set {TOKEN_VARIABLE}"
+            )
+        token = authenticate_token(raw.strip())
+        if token is None:
+            raise CommandError(
+                "this API token is not valid (unknown, revoked, or its user inactive)"
+            )
+        user = token.user
         if not user.has_perm(permission):
-            raise CommandError(f"{username} may not do this ({permission})")
+            raise CommandError(f"{user.get_username()} may not do this ({permission})")
         return user
 
     def _export(self, options) -> None:
@@ -80,7 +103,7 @@ class Command(BaseCommand):
             sys.stdout.write(text)
 
     def _import(self, options) -> None:
-        user = self._user(options["user"], PROPOSE_RULE)
+        user = self._user(options, PROPOSE_RULE)
         try:
             document = json.loads(Path(options["file"]).read_text(encoding="utf-8"))
         except OSError as exc:
@@ -95,7 +118,7 @@ class Command(BaseCommand):
         self.stdout.write(f"proposal #{proposal.pk} waits for another person's approval")
 
     def _decision(self, options, approve: bool) -> None:
-        user = self._user(options["user"], APPROVE_RULE)
+        user = self._user(options, APPROVE_RULE)
         proposal = RuleProposal.objects.filter(pk=options["proposal"]).first()
         if proposal is None:
             raise CommandError(f"no proposal #{options['proposal']}")
@@ -112,7 +135,7 @@ class Command(BaseCommand):
 
     def _publish(self, options) -> None:
         version = policy_version_publish(
-            user=self._user(options["user"], APPROVE_RULE), reason=options["reason"]
+            user=self._user(options, APPROVE_RULE), reason=options["reason"]
         )
         self.stdout.write(f"published v{version.number}")
 

@@ -1,0 +1,154 @@
+"""Least privilege on PostgreSQL: the app connects as a role that owns nothing.
+
+Two roles share the database. The owner (MIGRATE_DATABASE_URL) owns every table, trigger and
+function: `manage.py migrate` connects as it (as_owner), and after every migrate grants the
+app's role (DATABASE_URL's user) what the app needs and no more (app_role_grant):
+
+- SELECT and INSERT on what is append-only (lines, records, judgements, verdicts, findings,
+  versions, candidates, settlements, comments, the audit trail): no UPDATE, DELETE or
+  TRUNCATE, whatever the triggers say;
+- SELECT, INSERT and UPDATE where rows legitimately change (batches, runs, tickets,
+  proposals, tokens, the audit chain's head...); DELETE only where rows are meant to go (the
+  queue's count deltas folded every minute, a proposal's motivating tickets, and Django's
+  own tables: sessions, group memberships);
+- no TRUNCATE, REFERENCES or TRIGGER anywhere, no CREATE in the schema, no temporary tables
+  (one would hide a table from the guards' queries), USAGE on sequences.
+
+Only an owner can disable a trigger, drop a constraint or alter a table, and only a
+superuser can set session_replication_role: the app's role can do none of them. The
+triggers' escape hatch for deliberate maintenance (pgtrigger.ignore, a setting any session
+may set) is honoured only for a role that owns the table (_pgtrigger_should_ignore, replaced
+after every migrate), who could disable the trigger anyway.
+
+Without MIGRATE_DATABASE_URL (scripts/run on SQLite, a single-role setup) nothing here
+does anything."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, ProgrammingError, connections, transaction
+
+log = logging.getLogger(__name__)
+_CREDENTIALS = ("USER", "PASSWORD", "HOST", "PORT")
+
+# Tables of the app whose rows are meant to be deleted (others' are Django's own).
+DELETABLE = {
+    "reviewapp_ticketfacetdelta",
+    "reviewapp_ticketcombinationdelta",
+    "reviewapp_ruleproposal_tickets",
+}
+
+HARDENED_IGNORE = """
+CREATE OR REPLACE FUNCTION public._pgtrigger_should_ignore(trigger_name NAME)
+RETURNS BOOLEAN AS $$
+    DECLARE
+        _pgtrigger_ignore TEXT[];
+    BEGIN
+        BEGIN
+            SELECT INTO _pgtrigger_ignore CURRENT_SETTING('pgtrigger.ignore');
+            EXCEPTION WHEN OTHERS THEN
+        END;
+        IF _pgtrigger_ignore IS NULL OR NOT (trigger_name = ANY(_pgtrigger_ignore)) THEN
+            RETURN FALSE;
+        END IF;
+        -- Honoured only for a role that owns the trigger's table (it could disable it).
+        RETURN EXISTS (
+            SELECT 1 FROM pg_catalog.pg_trigger t
+            JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid
+            WHERE t.tgname = trigger_name
+            AND pg_catalog.pg_has_role(current_user, c.relowner, 'USAGE')
+        );
+    END;
+$$ LANGUAGE plpgsql
+"""
+
+
+def owner_credentials() -> dict[str, Any] | None:
+    owner = getattr(settings, "MIGRATE_DATABASE", None)
+    return {key: owner.get(key) for key in _CREDENTIALS} if owner else None
+
+
+@contextmanager
+def as_owner(alias: str = DEFAULT_DB_ALIAS) -> Iterator[bool]:
+    """The connection `alias` as the owner of the tables for a while (the same database,
+    the owner's credentials); True when it switched. Outside any transaction."""
+    owner = owner_credentials()
+    connection = connections[alias]
+    if owner is None or connection.vendor != "postgresql":
+        yield False
+        return
+    if connection.settings_dict.get("USER") == owner["USER"]:
+        yield False
+        return
+    saved = {key: connection.settings_dict.get(key) for key in _CREDENTIALS}
+    connection.close()
+    connection.settings_dict.update(owner)
+    try:
+        yield True
+    finally:
+        connection.close()
+        connection.settings_dict.update(saved)
+
+
+def table_privileges(models: Iterable[Any]) -> dict[str, str]:
+    """What the app's role may do with each table of these models (and their many-to-many
+    tables), from what each model declares (models/guards.py)."""
+    privileges: dict[str, str] = {}
+    for model in models:
+        meta = model._meta
+        if not meta.managed or meta.proxy:
+            continue
+        triggers = {trigger.name for trigger in getattr(meta, "triggers", [])}
+        table = meta.db_table
+        if "append_only" in triggers:
+            privileges[table] = "SELECT, INSERT"
+        elif meta.app_label == "reviewapp" and table not in DELETABLE:
+            privileges[table] = "SELECT, INSERT, UPDATE"
+        else:
+            privileges[table] = "SELECT, INSERT, UPDATE, DELETE"
+    privileges["django_migrations"] = "SELECT"
+    return privileges
+
+
+def app_role_grant(using: str, models: Iterable[Any]) -> bool:
+    """Give the app's role exactly its privileges on the database `using` is connected to
+    (as the owner, after migrate); False when there is no separate app role."""
+    role = getattr(settings, "APP_DATABASE_ROLE", "")
+    connection = connections[using]
+    if not role or connection.vendor != "postgresql":
+        return False
+    quote = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_user, current_database()")
+        user, database = cursor.fetchone()
+        if user == role:
+            return False
+        app = quote(role)
+        statements = [
+            "REVOKE CREATE ON SCHEMA public FROM PUBLIC",
+            f"REVOKE TEMPORARY ON DATABASE {quote(database)} FROM PUBLIC",
+            f"REVOKE ALL ON DATABASE {quote(database)} FROM {app}",
+            f"GRANT CONNECT ON DATABASE {quote(database)} TO {app}",
+            f"GRANT USAGE ON SCHEMA public TO {app}",
+            f"REVOKE ALL ON ALL TABLES IN SCHEMA public FROM {app}",
+            f"REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM {app}",
+            f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {app}",
+        ]
+        statements += [
+            f"GRANT {granted} ON {quote(table)} TO {app}"
+            for table, granted in sorted(table_privileges(models).items())
+        ]
+        statements.append(HARDENED_IGNORE)
+        for statement in statements:
+            try:
+                with transaction.atomic(using=using):
+                    cursor.execute(statement)
+            except ProgrammingError as exc:
+                # Not this role's to grant (a database made by another role, say): say so.
+                log.warning("least privilege: %s: %s", statement.strip().splitlines()[0], exc)
+    return True

@@ -1,0 +1,200 @@
+"""GET /api/v1/openapi.json: the ingest API described for its clients and for schemathesis
+(tests/security/test_api_schema.py fuzzes every operation against it). Written by hand, next
+to the views it describes (views/ingest_api.py); served without a sign-in."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.decorators import login_not_required
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.http import require_GET
+
+from reviewapp.ingest.receive import MAX_IDEMPOTENCY_KEY
+
+_ERROR = {"$ref": "#/components/schemas/Error"}
+_BATCH = {"$ref": "#/components/schemas/Batch"}
+
+
+def _answer(description: str, schema: dict[str, Any] = _ERROR) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+_UNAUTHORIZED = {
+    **_answer("no valid bearer token"),
+    "headers": {"WWW-Authenticate": {"schema": {"type": "string"}}},
+}
+_TRACES = {"type": "string", "format": "binary", "minLength": 1}
+
+DOCUMENT: dict[str, Any] = {
+    "openapi": "3.0.3",
+    "info": {
+        "title": "Crosscheck ingest API",
+        "version": "1",
+        "description": (
+            "Send agent traces (JSON Lines, optionally gzip-compressed) to be stored and "
+            "judged, and follow what became of them. Authenticate with an API token of "
+            "yours: `Authorization: Bearer cc_...` (made on the API tokens page)."
+        ),
+    },
+    "paths": {
+        "/api/v1/traces": {
+            "post": {
+                "operationId": "postTraces",
+                "summary": "Deliver a trace file",
+                "security": [{"bearer": []}],
+                "parameters": [
+                    {
+                        "name": "Idempotency-Key",
+                        "in": "header",
+                        "required": False,
+                        "description": "The same key with the same body answers as the first "
+                        "delivery did; with another body, 422.",
+                        "schema": {"type": "string", "maxLength": MAX_IDEMPOTENCY_KEY},
+                    },
+                    {
+                        "name": "X-File-Name",
+                        "in": "header",
+                        "required": False,
+                        "description": "A name to show for the delivery (UTF-8).",
+                        "schema": {"type": "string", "maxLength": 255},
+                    },
+                ],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/x-ndjson": {"schema": _TRACES},
+                        "application/gzip": {"schema": _TRACES},
+                        "application/octet-stream": {"schema": _TRACES},
+                    },
+                },
+                "responses": {
+                    "202": _answer("kept and queued for a worker (or already was)", _BATCH),
+                    "400": _answer("an empty body, or an Idempotency-Key too long"),
+                    "401": _UNAUTHORIZED,
+                    "403": _answer("the token's user may not ingest traces"),
+                    "413": _answer("the body is over INGEST_MAX_BYTES"),
+                    "415": _answer("a binary file (an image, an archive): not a trace"),
+                    "422": _answer("this Idempotency-Key was used with another body"),
+                },
+            }
+        },
+        "/api/v1/check": {
+            "post": {
+                "operationId": "postCheck",
+                "summary": "Ask the gate before a side effect: allow, block or would-block",
+                "security": [{"bearer": []}],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["runId", "records", "action"],
+                                "properties": {
+                                    "runId": {"type": "string"},
+                                    "records": {"type": "array", "items": {"type": "object"}},
+                                    "action": {"type": "object"},
+                                },
+                            }
+                        }
+                    },
+                },
+                "responses": {
+                    "200": _answer("the gate's answer", {"type": "object"}),
+                    "400": _answer("bad input, recorded as rejected", {"type": "object"}),
+                    "401": _UNAUTHORIZED,
+                    "403": _answer("the token's user may not ingest traces"),
+                    "405": _answer("only POST"),
+                },
+            }
+        },
+        "/api/v1/batches/{id}": {
+            "get": {
+                "operationId": "getBatch",
+                "summary": "A delivery's state and counts",
+                "security": [{"bearer": []}],
+                "parameters": [
+                    {
+                        "name": "id",
+                        "in": "path",
+                        "required": True,
+                        "schema": {"type": "string", "format": "uuid"},
+                    }
+                ],
+                "responses": {
+                    "200": _answer("the batch", _BATCH),
+                    "401": _UNAUTHORIZED,
+                    "403": _answer("the token's user may not ingest traces"),
+                    "404": _answer("no such batch of this token's user"),
+                },
+            }
+        },
+        "/api/v1/openapi.json": {
+            "get": {
+                "operationId": "getOpenApi",
+                "summary": "This document",
+                "security": [],
+                "responses": {
+                    "200": {
+                        "description": "the document",
+                        "content": {"application/json": {"schema": {"type": "object"}}},
+                    }
+                },
+            }
+        },
+    },
+    "components": {
+        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        "schemas": {
+            "Error": {
+                "type": "object",
+                "required": ["error"],
+                "properties": {"error": {"type": "string"}},
+                "additionalProperties": False,
+            },
+            "Batch": {
+                "type": "object",
+                "required": [
+                    "id",
+                    "state",
+                    "file",
+                    "bytes",
+                    "progress",
+                    "lines",
+                    "accepted",
+                    "duplicates",
+                    "rejected",
+                    "ignored",
+                    "runs",
+                    "tickets",
+                    "error",
+                    "url",
+                ],
+                "additionalProperties": False,
+                "properties": {
+                    "id": {"type": "string", "format": "uuid"},
+                    "state": {"type": "string", "enum": ["queued", "running", "done", "failed"]},
+                    "file": {"type": "string"},
+                    "bytes": {"type": "integer", "minimum": 0},
+                    "progress": {"type": "integer", "minimum": 0, "maximum": 100},
+                    "lines": {"type": "integer", "minimum": 0},
+                    "accepted": {"type": "integer", "minimum": 0},
+                    "duplicates": {"type": "integer", "minimum": 0},
+                    "rejected": {"type": "integer", "minimum": 0},
+                    "ignored": {"type": "integer", "minimum": 0},
+                    "runs": {"type": "integer", "minimum": 0},
+                    "tickets": {"type": "integer", "minimum": 0},
+                    "error": {"type": "string", "nullable": True},
+                    "url": {"type": "string"},
+                },
+            },
+        },
+    },
+}
+
+
+@login_not_required
+@require_GET
+def openapi_document(request: HttpRequest) -> JsonResponse:
+    return JsonResponse(DOCUMENT)

@@ -1,0 +1,14 @@
+"""The app's routes, and one that fails: for the headers of a 500 (test_headers.py)."""
+
+from django.contrib.auth.decorators import login_not_required
+from django.urls import path
+
+from reviewapp.urls import urlpatterns as app_urls
+
+
+@login_not_required
+def boom(request):
+    raise RuntimeError("a test's deliberate failure")
+
+
+urlpatterns = [*app_urls, path("boom/", boom)]
