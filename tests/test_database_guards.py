@@ -9,6 +9,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from reviewapp.models import (
     Finding,
     IngestBatch,
     Judgement,
+    MonthClosing,
     PolicyCandidate,
     PolicyVersion,
     ProspectiveSettlement,
@@ -55,6 +57,7 @@ APPEND_ONLY = {
     PolicyCandidate,
     Finding,
     Judgement,
+    MonthClosing,
     PolicyCandidate,
     PolicyVersion,
     ProspectiveSettlement,
@@ -100,6 +103,9 @@ def every_table_has_a_row(tmp_path, reviewer, approver):
     version = policy_version_publish(user=approver, reason="owners")
     settlements_label(version)
     candidate_of_version(version)
+    MonthClosing.objects.create(
+        month=date(2026, 8, 1), action="closed", figures={}, time_zone="UTC", actor=approver
+    )
     for model in APPEND_ONLY:
         assert model.objects.exists(), model.__name__
 

@@ -13,6 +13,7 @@ from reviewapp.models.policy import (
     ProspectiveSettlement,
     RuleProposal,
 )
+from reviewapp.models.reports import MonthClosing, TallyEntry, TallyRun, TallyState
 from reviewapp.models.review import (
     AuditEvent,
     Ticket,
@@ -27,12 +28,16 @@ __all__ = [
     "Finding",
     "IngestBatch",
     "Judgement",
+    "MonthClosing",
     "PolicyCandidate",
     "PolicyVersion",
     "ProspectiveSettlement",
     "RuleProposal",
     "Run",
     "ServicePulse",
+    "TallyEntry",
+    "TallyRun",
+    "TallyState",
     "Ticket",
     "TicketCombinationDelta",
     "TicketComment",
