@@ -5,6 +5,7 @@ import os
 import secrets
 import time
 from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -234,6 +235,13 @@ INGEST_RETRY_SECONDS = env_int("INGEST_RETRY_SECONDS", 60)
 INGEST_MAX_ATTEMPTS = env_int("INGEST_MAX_ATTEMPTS", 3)
 # The worker is reported silent when beat's canary has not run for this long.
 WORKER_SILENT_SECONDS = env_int("WORKER_SILENT_SECONDS", 90)
+
+# Monthly tallies: a run counts in the month its own clock started in, in this time zone.
+TALLY_TIME_ZONE = os.environ.get("TALLY_TIME_ZONE") or "UTC"
+try:
+    ZoneInfo(TALLY_TIME_ZONE)
+except (ZoneInfoNotFoundError, ValueError) as exc:
+    raise ImproperlyConfigured(f"TALLY_TIME_ZONE: no time zone {TALLY_TIME_ZONE!r}") from exc
 
 # Uploaded and posted trace files wait here for a worker (a volume shared with the
 # workers in docker-compose).
