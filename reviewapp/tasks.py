@@ -53,3 +53,13 @@ def fold_kept_counts_task() -> None:
     from reviewapp.review.counts import fold_kept_counts
 
     fold_kept_counts()
+
+
+@app.task
+def close_tally_months_task() -> list[str]:
+    """Periodic (beat): bring the tallies up to date and close the months that are due
+    (see reviewapp.reports.months)."""
+    from reviewapp.reports.calendar import month_key
+    from reviewapp.reports.months import close_due_months
+
+    return [month_key(month) for month in close_due_months()]
