@@ -3,9 +3,8 @@ cheap to count (derived, rebuilt at will), and the months closed into frozen fig
 (append-only, never rebuilt).
 
 TallyRun and TallyEntry are a reporting copy of what the verdicts, findings and tickets
-say: reviewapp.reports.entries brings them up to date from those tables and is the only
-writer. A ticket's state is never copied: reading joins the ticket, so a ticket closed a
-second ago is counted as closed."""
+say: reviewapp.reports.entries brings them up to date from those tables (before every
+read, and in full by beat) and is their only writer."""
 
 from __future__ import annotations
 
@@ -17,8 +16,8 @@ from reviewapp.models import guards
 
 
 class TallyRun(models.Model):
-    """What the tallies last read of a run: its current judgement, clock and agent, and so
-    its month. A run whose judgement, clock or agent differs from these is read again."""
+    """What the tallies last read of a judged run: its current judgement, clock and agent,
+    and so its month. A run whose judgement, clock or agent differs is read again."""
 
     run = models.OneToOneField(
         "Run",
@@ -27,7 +26,7 @@ class TallyRun(models.Model):
         db_constraint=False,
         related_name="+",
     )
-    judgement_id = models.BigIntegerField(null=True)
+    judgement_id = models.BigIntegerField()
     started_at = models.DateTimeField()
     agent = models.CharField(max_length=200, blank=True)
     # The first day of the month of started_at, in TallyState.time_zone.
@@ -36,7 +35,8 @@ class TallyRun(models.Model):
     groups = models.PositiveIntegerField(default=0)
 
     class Meta:
-        indexes = [models.Index(fields=["month"], name="tally_run_month")]
+        # Runs and groups a month, from the index alone.
+        indexes = [models.Index(fields=["month"], include=["groups"], name="tally_run_month")]
 
     def __str__(self) -> str:
         return f"run {self.run_id} in {self.month:%Y-%m}"
@@ -44,13 +44,20 @@ class TallyRun(models.Model):
 
 class TallyEntry(models.Model):
     """One discrepancy of a run's current judgement: a verdict group that was not confirmed
-    (resolved by a rule, or a conflict) or a finding, with what the tallies break it down by
-    and, for a conflict or a finding, its ticket (whose state is read when counting)."""
+    (resolved by a rule, or a conflict) or a finding, with what the tallies break it down by,
+    and for a conflict or a finding its ticket, and its outcome as of the last refresh."""
 
     class Origin(models.TextChoices):
         RESOLVED = "resolved", "resolved by a rule"
         CONFLICT = "conflict"
         FINDING = "finding"
+
+    class Outcome(models.TextChoices):
+        RULE = "rule", "resolved by a rule"
+        REVIEWER = "reviewer", "explained by a reviewer"
+        CLOSED_UNEXPLAINED = "closed_unexplained", "closed as unexplained"
+        OPEN = "open", "open: needs a human"
+        UNTRACKED = "untracked", "without a ticket"
 
     # Plain columns: a derived row never holds up its source rows.
     run = models.ForeignKey(
@@ -88,14 +95,17 @@ class TallyEntry(models.Model):
         null=True,
         on_delete=models.DO_NOTHING,
         db_constraint=False,
-        db_index=False,
         related_name="+",
     )
+    # From the ticket's state, resolution and cause (a rule's for RESOLVED).
+    outcome = models.CharField(max_length=20, choices=Outcome.choices)
+    cause = models.CharField(max_length=30, blank=True)
 
     class Meta:
         indexes = [
-            # A month's entries, for its breakdowns and for the queue's month filter.
-            models.Index(fields=["month", "origin"], name="tally_entry_month"),
+            # Months' counts from the index alone; a month's entries for its breakdowns and
+            # the queue's tally month.
+            models.Index(fields=["month", "outcome"], name="tally_entry_month"),
             # Conflicts and findings whose ticket is not attached yet: few, found at once.
             models.Index(
                 fields=["run"],
@@ -110,9 +120,12 @@ class TallyEntry(models.Model):
 
 class TallyState(models.Model):
     """One row: the time zone the kept months were computed in (a new TALLY_TIME_ZONE
-    computes them all again)."""
+    computes them all again), and how far the refreshes have surely read: the judgements
+    and audit events up to these ids (only later ones can change an entry)."""
 
     time_zone = models.CharField(max_length=64)
+    judgements_seen = models.BigIntegerField(default=0)
+    events_seen = models.BigIntegerField(default=0)
 
     def __str__(self) -> str:
         return f"tallies in {self.time_zone}"

@@ -7,31 +7,12 @@ from __future__ import annotations
 from datetime import date
 from typing import Any
 
-from django.db.models import Case, F, Q, QuerySet, Value, When
+from django.db.models import Q, QuerySet
 
-from reviewapp.models import TallyEntry, Ticket
+from reviewapp.models import TallyEntry
 from reviewapp.reports.tally import DIMENSIONS, OUTCOME_GROUPS
 
 FINDING = TallyEntry.Origin.FINDING
-RESOLVED = TallyEntry.Origin.RESOLVED
-_EXPLAINED_BY_REVIEWER = Q(ticket__state=Ticket.State.CLOSED) & Q(
-    ticket__resolution=Ticket.Resolution.EXPLAINED
-)
-
-# The same outcome as reviewapp.reports.tally's SQL, for the ORM.
-OUTCOME = Case(
-    When(origin=RESOLVED, then=Value("rule")),
-    When(ticket__isnull=True, then=Value("untracked")),
-    When(ticket__state=Ticket.State.OPEN, then=Value("open")),
-    When(ticket__resolution=Ticket.Resolution.EXPLAINED, then=Value("reviewer")),
-    default=Value("closed_unexplained"),
-)
-CAUSE = Case(
-    When(origin=RESOLVED, then=Value("rule")),
-    When(_EXPLAINED_BY_REVIEWER, then=F("ticket__cause")),
-    default=Value(""),
-)
-
 
 COLUMNS = (
     *("run__run_id", "origin", "field", "entity", "sources", "rule", "policy_number"),
@@ -49,7 +30,6 @@ def discrepancies(
         selected &= _of_value(dimension, key)
     return (
         TallyEntry.objects.filter(month=month)
-        .annotate(outcome=OUTCOME, cause=CAUSE)
         .filter(selected)
         .order_by("run_id", "id")
         .values(*COLUMNS)

@@ -208,13 +208,17 @@ class MonthView:
     drift: Drift | None
 
 
-def month_views(first: date, last: date, *, breakdowns: bool = False) -> list[MonthView]:
-    """The months from `first` to `last` as reported, from a fixed number of statements
-    (three; four with the breakdowns of every month)."""
+def month_views(
+    first: date, last: date, *, breakdowns: bool = False, detailed: date | None = None
+) -> list[MonthView]:
+    """The months from `first` to `last` as reported, with the breakdowns of every month
+    (`breakdowns`) or of one (`detailed`, within them); from a fixed number of statements
+    (three, four with breakdowns)."""
     months = months_between(month_add(first, -1), last)
     live = {tally.month: tally for tally in month_tallies(months[0], last)}
     statuses = month_statuses(months)
-    counts = breakdown_counts(months) if breakdowns else {}
+    wanted = months if breakdowns else [month_add(detailed, -1), detailed] if detailed else []
+    counts = breakdown_counts([month for month in wanted if month in live])
     views = []
     before: MonthView | None = None
     for month in months:
@@ -222,12 +226,14 @@ def month_views(first: date, last: date, *, breakdowns: bool = False) -> list[Mo
         frozen = status.frozen_tally()
         previous = before.shown if before is not None and before.shown.has_tally else None
         shown = replace(frozen or tally, previous=None if previous is None else previous.counts)
-        if breakdowns and tally.has_tally:
+        if month in counts and tally.has_tally:
             tally = replace(tally, breakdowns=breakdown_rows(counts[month], None))
-        if breakdowns and shown.has_tally:
+        if month in counts and shown.has_tally:
             now = breakdown_of_rows(frozen.breakdowns or {}) if frozen else counts[month]
             then = None if previous is None else breakdown_of_rows(previous.breakdowns or {})
             shown = replace(shown, breakdowns=breakdown_rows(now, then))
+        elif month in counts:
+            shown = replace(shown, breakdowns={})
         view = MonthView(tally, status, shown, None if frozen is None else drift(frozen, tally))
         if month >= first:
             views.append(view)

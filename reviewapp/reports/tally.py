@@ -13,7 +13,10 @@ Unexplained is CLOSED_UNEXPLAINED + OPEN + UNTRACKED.
 
 A month with no judged run has no tally (runs is None: no figures, not zeros). The change
 from the month before is None when that month had none either. A spike: the unexplained
-count is at least SPIKE_FACTOR times the month before's and SPIKE_MIN more."""
+count is at least SPIKE_FACTOR times the month before's and SPIKE_MIN more.
+
+Counted from the kept entries alone (GROUP BY over an index for the months' counts):
+bring them up to date first (entries.tallies_refresh)."""
 
 from __future__ import annotations
 
@@ -59,6 +62,13 @@ DIMENSIONS = {
     "rule": "Rule",
     "agent": "Agent",
     "finding_kind": "Finding kind",
+}
+
+# How the cause breakdown names its values: a reviewer's cause, a rule, or none.
+_CAUSE_LABELS = {
+    **{value: str(label) for value, label in Ticket.Cause.choices},
+    "rule": "a rule of the policy",
+    "": "(none: unexplained)",
 }
 
 
@@ -194,27 +204,9 @@ class MonthTally:
 
 # --- reading --------------------------------------------------------------------------
 
-_OUTCOME_SQL = (
-    "CASE WHEN e.origin = 'resolved' THEN 'rule' WHEN t.id IS NULL THEN 'untracked' "
-    "WHEN t.state = 'open' THEN 'open' WHEN t.resolution = 'explained' THEN 'reviewer' "
-    "ELSE 'closed_unexplained' END"
-)
-# The cause of an explained discrepancy: a rule, or the cause its reviewer gave.
-_CAUSE_SQL = (
-    "CASE WHEN e.origin = 'resolved' THEN 'rule' "
-    "WHEN t.state = 'closed' AND t.resolution = 'explained' THEN t.cause ELSE '' END"
-)
-_CAUSE_LABELS = {
-    **{value: str(label) for value, label in Ticket.Cause.choices},
-    "rule": "a rule of the policy",
-    "": "(none: unexplained)",
-}
 
-
-def _from_entries() -> str:
-    entries = connection.ops.quote_name(TallyEntry._meta.db_table)
-    tickets = connection.ops.quote_name(Ticket._meta.db_table)
-    return f"FROM {entries} e LEFT JOIN {tickets} t ON t.id = e.ticket_id"
+def _entries() -> str:
+    return connection.ops.quote_name(TallyEntry._meta.db_table)
 
 
 def month_tallies(first: date, last: date) -> list[MonthTally]:
@@ -224,7 +216,7 @@ def month_tallies(first: date, last: date) -> list[MonthTally]:
     counts: dict[date, dict[str, int]] = defaultdict(dict)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT e.month, {_OUTCOME_SQL}, COUNT(*) {_from_entries()} "
+            f"SELECT e.month, e.outcome, COUNT(*) FROM {_entries()} e "
             f"WHERE e.month >= %s AND e.month <= %s GROUP BY 1, 2",
             [before, last],
         )
@@ -232,9 +224,7 @@ def month_tallies(first: date, last: date) -> list[MonthTally]:
             counts[_date(month)][outcome] = n
     runs = {
         _date(month): (n, groups or 0)
-        for month, n, groups in TallyRun.objects.filter(
-            month__gte=before, month__lte=last, judgement_id__isnull=False
-        )
+        for month, n, groups in TallyRun.objects.filter(month__gte=before, month__lte=last)
         .order_by()
         .values("month")
         .annotate(n=Count("run"), groups=Sum("groups"))
@@ -276,8 +266,8 @@ def breakdown_counts(months: list[date]) -> dict[date, Breakdown]:
         return {}
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT e.month, {_OUTCOME_SQL}, e.origin, e.field, e.sources, {_CAUSE_SQL}, "
-            f"e.rule, e.policy_number, e.agent, e.finding_kind, COUNT(*) {_from_entries()} "
+            f"SELECT e.month, e.outcome, e.origin, e.field, e.sources, e.cause, e.rule, "
+            f"e.policy_number, e.agent, e.finding_kind, COUNT(*) FROM {_entries()} e "
             f"WHERE e.month IN ({', '.join(['%s'] * len(months))}) "
             f"GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10",
             list(months),

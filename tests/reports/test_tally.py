@@ -5,12 +5,16 @@ tally-month filter selects exactly the tickets each figure counts."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+from unittest import mock
+
 import pytest
 from django.db import transaction
 from django.test import override_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from reviewapp.reports import entries
 from reviewapp.reports.calendar import month_add
 from reviewapp.reports.entries import tallies_refresh
 from reviewapp.reports.tally import DIMENSIONS, OUTCOMES, breakdown_counts, month_tallies
@@ -66,9 +70,19 @@ def assert_queue_selects_the_counted_tickets(truth: Truth) -> None:
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(world=worlds, later=changes, zone_later=st.sampled_from(("UTC", "Asia/Kolkata")))
-def test_the_tally_is_a_brute_force_count_of_what_is_stored(world, later, zone_later):
-    with transaction.atomic():
+@given(
+    world=worlds,
+    later=changes,
+    zone_later=st.sampled_from(("UTC", "Asia/Kolkata")),
+    stragglers=st.sampled_from((entries.STRAGGLERS, timedelta(0))),
+)
+def test_the_tally_is_a_brute_force_count_of_what_is_stored(world, later, zone_later, stragglers):
+    # Without a margin for late commits, a refresh reads again only what came after the
+    # ids it saw: the incremental path alone must find every change.
+    with (
+        transaction.atomic(),
+        mock.patch.object(entries, "STRAGGLERS", stragglers),
+    ):
         with override_settings(TALLY_TIME_ZONE=world["zone"]):
             built = build(world)
             tallies_refresh()
@@ -98,3 +112,20 @@ def test_a_refresh_with_nothing_changed_reads_no_run_again(tmp_path):
     ingest_lines(tmp_path, conflict_run("run-a") + conflict_run("run-b"))
     assert tallies_refresh() == 2
     assert tallies_refresh() == 0
+
+
+def test_a_full_refresh_finds_what_changed_without_a_judgement(tmp_path):
+    """A clock moved with no new judgement (which ingest never does: a late run_started
+    comes with more lines) is found by the full refresh beat runs."""
+    from reviewapp.models import Run
+    from reviewapp.reports.calendar import month_parse
+    from tests.reports.traces import month_runs
+
+    month_runs(tmp_path, {"2026-09": 1})
+    with mock.patch.object(entries, "STRAGGLERS", timedelta(0)):
+        tallies_refresh()
+        Run.objects.update(started_at="2026-10-02T00:00:00Z")
+        assert tallies_refresh() == 0
+        assert tallies_refresh(full=True) == 1
+    (october,) = month_tallies(month_parse("2026-10"), month_parse("2026-10"))
+    assert october.runs == 1 and october.counts.open == 1

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from django.contrib.auth.models import User
 from hypothesis import strategies as st
 
 from reviewapp.models import (
@@ -27,6 +28,7 @@ from reviewapp.models import (
     TraceRecord,
     Verdict,
 )
+from reviewapp.review import changes as ticket_changes
 from reviewapp.review.opening import ticket_key
 
 ZONES = ("UTC", "Europe/Paris", "America/Los_Angeles", "Pacific/Kiritimati")
@@ -177,62 +179,85 @@ def ticket_keys(run: Run) -> list[tuple]:
     return sorted(keys)
 
 
-def _tickets(run: Run, batch: IngestBatch, closings: list, cause: str) -> None:
+def _tickets(run: Run, batch: IngestBatch, closings: list, cause: str, actor=None) -> None:
+    """Open (already closed as `closings` says) the tickets of the run's keys that have
+    none; with `actor`, move those it has as a reviewer would (review.changes)."""
     existing = {(t.kind, t.entity or "", t.field or t.finding_kind): t for t in run.tickets.all()}
     for key, closing in zip(ticket_keys(run), closings, strict=False):
         if closing is None:
             continue
-        kind, entity, subject = key
         ticket = existing.get(key)
-        if ticket is None:
-            found = (
-                Verdict.objects.filter(
-                    run=run,
-                    judgement__purpose="active",
-                    kind="conflict",
-                    field=subject,
-                    entity=entity or None,
-                )
-                if kind == "conflict"
-                else Finding.objects.filter(run=run, judgement__purpose="active", kind=subject)
-            ).first()
-            ticket = Ticket(
+        if ticket is not None:
+            if actor is not None:
+                _move(ticket, closing, cause, actor)
+            continue
+        kind, entity, subject = key
+        found = (
+            Verdict.objects.filter(
                 run=run,
-                key=ticket_key(kind, entity or None, subject)
-                if kind == "conflict"
-                else ticket_key("finding", subject),
-                kind=kind,
+                judgement__purpose="active",
+                kind="conflict",
+                field=subject,
                 entity=entity or None,
-                field=subject if kind == "conflict" else "",
-                finding_kind=subject if kind == "finding" else "",
-                reason="no-approved-precedence" if kind == "conflict" else subject,
-                agent=run.agent,
-                fingerprint="f" * 16,
-                fingerprint_label="world",
-                verdict=found if kind == "conflict" else None,
-                finding=found if kind == "finding" else None,
-                judgement_id=found.judgement_id,
-                policy_number=0,
-                batch=batch,
             )
-        ticket.state = "open" if closing == "open" else "closed"
-        ticket.resolution = "" if closing == "open" else closing
-        ticket.cause = cause if closing == "explained" else ""
-        ticket.save()
+            if kind == "conflict"
+            else Finding.objects.filter(run=run, judgement__purpose="active", kind=subject)
+        ).first()
+        Ticket.objects.create(
+            run=run,
+            key=ticket_key(kind, entity or None, subject)
+            if kind == "conflict"
+            else ticket_key("finding", subject),
+            kind=kind,
+            entity=entity or None,
+            field=subject if kind == "conflict" else "",
+            finding_kind=subject if kind == "finding" else "",
+            reason="no-approved-precedence" if kind == "conflict" else subject,
+            agent=run.agent,
+            fingerprint="f" * 16,
+            fingerprint_label="world",
+            verdict=found if kind == "conflict" else None,
+            finding=found if kind == "finding" else None,
+            judgement_id=found.judgement_id,
+            policy_number=0,
+            batch=batch,
+            state="open" if closing == "open" else "closed",
+            resolution="" if closing == "open" else closing,
+            cause=cause if closing == "explained" else "",
+        )
+
+
+def _move(ticket: Ticket, closing: str, cause: str, actor) -> None:
+    """Reopen or close a ticket as a reviewer does, through review.changes."""
+    wanted = ("open", "") if closing == "open" else ("closed", closing)
+    if (ticket.state, ticket.resolution) == wanted:
+        return
+    if ticket.state == "closed":
+        ticket = ticket_changes.ticket_reopen(ticket, revision=ticket.revision, actor=actor)
+    if closing != "open":
+        ticket_changes.ticket_close(
+            ticket,
+            revision=ticket.revision,
+            actor=actor,
+            resolution=closing,
+            cause=cause if closing == "explained" else "",
+        )
 
 
 def change(built: Built, wanted: list[dict]) -> None:
-    """Judge some runs again, move their clocks and agents, close and reopen tickets."""
+    """Judge some runs again (with, for some, a clock and an agent from a late
+    run_started, as ingest does), and close and reopen tickets as reviewers do."""
+    actor, _ = User.objects.get_or_create(username="world-reviewer")
     for run, line, spec in zip(built.runs, built.lines, wanted, strict=False):
         if spec["judged_again"] is not None:
+            if spec["hours"] is not None:
+                moved = run.started_at + timedelta(hours=spec["hours"])
+                Run.objects.filter(pk=run.pk).update(started_at=moved)
+            if spec["agent"] is not None:
+                Run.objects.filter(pk=run.pk).update(agent=spec["agent"])
             judgement = _judgement(run, line, spec["judged_again"], "active")
             Run.objects.filter(pk=run.pk).update(current_judgement=judgement)
-        if spec["hours"] is not None:
-            moved = run.started_at + timedelta(hours=spec["hours"])
-            Run.objects.filter(pk=run.pk).update(started_at=moved)
-        if spec["agent"] is not None:
-            Run.objects.filter(pk=run.pk).update(agent=spec["agent"])
-        _tickets(run, built.batch, spec["tickets"], "partial-result")
+        _tickets(run, built.batch, spec["tickets"], "partial-result", actor)
 
 
 # --- the brute force ----------------------------------------------------------------
