@@ -77,7 +77,8 @@ def month_close(month: date, *, actor=None, reason: str = "") -> MonthClosing:
     zone = tally_zone()
     if days_since_end(month, zone) < 0:
         raise MonthError(f"{month_key(month)} has not ended yet")
-    tallies_refresh()
+    # In full: what is frozen must not miss a late commit.
+    tallies_refresh(full=True)
     with transaction.atomic():
         _one_at_a_time()
         frozen_at = month_statuses([month])[month].frozen_at
@@ -156,8 +157,9 @@ def months_due(now: datetime | None = None) -> list[date]:
 
 
 def close_due_months(now: datetime | None = None) -> list[date]:
-    """Periodic: bring the tallies up to date, then close every month that is due."""
-    tallies_refresh()
+    """Periodic: bring the tallies up to date in full (whatever the ids seen: see
+    entries), then close every month that is due."""
+    tallies_refresh(full=True)
     closed = []
     for month in months_due(now):
         try:
