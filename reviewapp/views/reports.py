@@ -22,7 +22,6 @@ from reviewapp.forms.fields import whole_number
 from reviewapp.forms.reports import MonthClosingForm
 from reviewapp.forms.review import form_errors
 from reviewapp.infra.csv_export import attachment, csv_response
-from reviewapp.models import Ticket
 from reviewapp.reports import exports, items, months
 from reviewapp.reports.calendar import (
     current_month,
@@ -34,27 +33,13 @@ from reviewapp.reports.calendar import (
     tally_zone,
 )
 from reviewapp.reports.chart import stacked_bars
-from reviewapp.reports.entries import tallies_refresh
+from reviewapp.reports.entries import newest_kept_month, tallies_refresh
 from reviewapp.reports.tally import DIMENSIONS, OUTCOME_TITLES, Counts, Row
 from reviewapp.review.stamp import cached, data_stamp
+from reviewapp.views.tally_cells import Drill, cells, signed
 
 MONTHS_SHOWN = 12
 ITEMS_PER_PAGE = 50
-# Breakdown dimension -> the queue filter that selects exactly its tickets.
-QUEUE_FILTERS = {
-    "field": "field",
-    "cause": "closed_cause",
-    "agent": "agent",
-    "finding_kind": "finding_kind",
-}
-# Outcome group -> the queue's state and outcome filters that select its tickets.
-QUEUE_OUTCOMES = {
-    "reviewer": {"state": "closed", "outcome": "explained"},
-    "closed_unexplained": {"state": "closed", "outcome": "unexplained"},
-    "open": {"state": "open"},
-    "unexplained": {"state": "any", "outcome": "unexplained"},
-}
-COLUMNS = ("rule", "reviewer", "closed_unexplained", "open", "explained", "unexplained", "all")
 
 
 def _month_or_404(text: str) -> date:
@@ -64,58 +49,21 @@ def _month_or_404(text: str) -> date:
     return month
 
 
-def drill_url(month: date, group: str, counts: Counts, dimension: str = "", key=()) -> str:
-    """Where a number goes: its tickets in the queue when the queue can select exactly
-    them, else the list of the discrepancies behind it."""
-    queue = QUEUE_OUTCOMES.get(group)
-    value = key[0] if key else ""
-    exact = not dimension or (
-        dimension in QUEUE_FILTERS
-        and value
-        and (dimension != "cause" or value in Ticket.Cause.values)
-    )
-    if queue is not None and exact and not (group == "unexplained" and counts.untracked):
-        params = {"month": month_key(month), **queue}
-        if dimension:
-            params[QUEUE_FILTERS[dimension]] = value
-        return f"{reverse('ticket-queue')}?{urlencode(params)}"
-    params = {"outcome": group}
-    if dimension:
-        params["by"] = dimension
-        params["value"] = value
-        if dimension == "rule" and len(key) > 1:
-            params["version"] = key[1]
-    return f"{reverse('tally-discrepancies', args=[month_key(month)])}?{urlencode(params)}"
-
-
-def _cells(
-    month: date, counts: Counts, dimension: str = "", key=(), drift: Counts | None = None
-) -> list[dict]:
-    return [
-        {
-            "group": group,
-            "value": counts.of(group),
-            "url": drill_url(month, group, counts, dimension, key),
-            "drift": _signed(drift.of(group)) if drift is not None else "",
-        }
-        for group in COLUMNS
-    ]
-
-
-def _signed(change: int) -> str:
-    """A change as the page shows it: "+2", "−1", or nothing when there is none."""
-    return f"+{change}" if change > 0 else f"−{-change}" if change < 0 else ""
-
-
 def _month_row(view: months.MonthView) -> dict:
     shown = view.shown
     return {
         "view": view,
         "label": month_label(shown.month),
         "key": shown.key,
-        "cells": _cells(shown.month, shown.counts, drift=_drift(view)) if shown.has_tally else [],
-        "change": None if shown.change is None else _signed(shown.change) or "0",
+        "cells": cells(Drill(shown.month), shown.counts, drift=_drift(view))
+        if shown.has_tally
+        else "",
+        "change": _change(shown.change),
     }
+
+
+def _change(change: int | None) -> str:
+    return "—" if change is None else signed(change) or "0"
 
 
 def _drift(view: months.MonthView) -> Counts | None:
@@ -123,7 +71,7 @@ def _drift(view: months.MonthView) -> Counts | None:
 
 
 def _breakdowns(view: months.MonthView) -> list[dict]:
-    month, drift = view.shown.month, view.drift
+    drill, drift = Drill(view.shown.month), view.drift
     tables = []
     for name, title in DIMENSIONS.items():
         rows: list[Row] = (view.shown.breakdowns or {}).get(name, [])
@@ -135,18 +83,20 @@ def _breakdowns(view: months.MonthView) -> list[dict]:
                 "rows": [
                     {
                         "row": row,
-                        "cells": _cells(
-                            month, row.counts, name, row.key, changed.get(row.key, Counts())
-                        )
-                        if drift
-                        else _cells(month, row.counts, name, row.key),
-                        "change": None if row.change is None else _signed(row.change) or "0",
+                        "cells": cells(
+                            drill,
+                            row.counts,
+                            name,
+                            row.key,
+                            changed.get(row.key, Counts()) if drift else None,
+                        ),
+                        "change": _change(row.change),
                     }
                     for row in rows
                 ],
                 # Values that appeared since the month was frozen.
                 "new": [
-                    (Row(name, key, Counts(), None).label, _signed(delta.total))
+                    (Row(name, key, Counts(), None).label, signed(delta.total))
                     for key, delta in sorted(changed.items())
                     if key not in {row.key for row in rows}
                 ],
@@ -165,11 +115,12 @@ def tallies(request: HttpRequest) -> HttpResponse:
 
     def compute():
         tallies_refresh()
-        overview = months.month_views(first, last)
-        selected = chosen or next(
-            (view.shown.month for view in reversed(overview) if view.shown.has_tally), last
-        )
-        (detail,) = months.month_views(selected, selected, breakdowns=True)
+        if chosen is not None and not first <= chosen <= last:
+            (detail,) = months.month_views(chosen, chosen, breakdowns=True)
+            return months.month_views(first, last), detail
+        selected = chosen or newest_kept_month(first, last) or last
+        overview = months.month_views(first, last, detailed=selected)
+        detail = next(view for view in overview if view.shown.month == selected)
         return overview, detail
 
     key = f"tallies:{stamp.text}:{settings.TALLY_TIME_ZONE}:{first}:{last}:{chosen}"
@@ -184,11 +135,11 @@ def tallies(request: HttpRequest) -> HttpResponse:
         "bars": [
             {
                 "bar": bar,
-                "explained_url": drill_url(
-                    bar.view.shown.month, "explained", bar.view.shown.counts
+                "explained_url": Drill(bar.view.shown.month).url(
+                    "explained", bar.view.shown.counts
                 ),
-                "unexplained_url": drill_url(
-                    bar.view.shown.month, "unexplained", bar.view.shown.counts
+                "unexplained_url": Drill(bar.view.shown.month).url(
+                    "unexplained", bar.view.shown.counts
                 ),
             }
             for bar in chart.bars
@@ -197,12 +148,10 @@ def tallies(request: HttpRequest) -> HttpResponse:
         "detail": detail,
         "detail_label": month_label(selected),
         "detail_key": month_key(selected),
-        "detail_cells": _cells(selected, detail.shown.counts, drift=_drift(detail))
+        "detail_cells": cells(Drill(selected), detail.shown.counts, drift=_drift(detail))
         if detail.shown.has_tally
-        else [],
-        "detail_change": None
-        if detail.shown.change is None
-        else _signed(detail.shown.change) or "0",
+        else "",
+        "detail_change": _change(detail.shown.change),
         "breakdowns": _breakdowns(detail) if detail.shown.has_tally else [],
         "titles": OUTCOME_TITLES,
         "earlier": month_key(month_add(last, -MONTHS_SHOWN)),
