@@ -35,8 +35,9 @@ class TallyRun(models.Model):
     groups = models.PositiveIntegerField(default=0)
 
     class Meta:
-        # Runs and groups a month, from the index alone.
-        indexes = [models.Index(fields=["month"], include=["groups"], name="tally_run_month")]
+        # Runs and groups a month, from the index alone (a key column, not INCLUDE, which
+        # SQLite has not).
+        indexes = [models.Index(fields=["month", "groups"], name="tally_run_month")]
 
     def __str__(self) -> str:
         return f"run {self.run_id} in {self.month:%Y-%m}"
