@@ -10,7 +10,9 @@ from zoneinfo import ZoneInfo
 from django.conf import settings
 from django.utils import timezone
 
-_MONTH = re.compile(r"(\d{4})-(\d{2})")
+_MONTH = re.compile(r"([0-9]{4})-([0-9]{2})")
+# The months a URL or a command may name: a margin on each side of any real one.
+FIRST_YEAR, LAST_YEAR = 1900, 9000
 
 
 def tally_zone() -> ZoneInfo:
@@ -23,7 +25,7 @@ def month_parse(text: str | None) -> date | None:
     if not found:
         return None
     year, month = int(found[1]), int(found[2])
-    if not (1 <= year <= 9999 and 1 <= month <= 12):
+    if not (FIRST_YEAR <= year <= LAST_YEAR and 1 <= month <= 12):
         return None
     return date(year, month, 1)
 

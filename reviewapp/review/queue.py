@@ -113,6 +113,12 @@ def queue_filters(params: Mapping[str, str]) -> QueueFilters:
         elif item.name == "group":
             if raw == "family":
                 values["group"] = raw
+        elif item.name == "outcome":
+            if raw in OUTCOMES:
+                values["outcome"] = raw
+        elif item.name == "month":
+            if _a_month(raw):
+                values["month"] = raw
         else:
             values[item.name] = raw[:200]
     return QueueFilters(**values)
@@ -127,6 +133,19 @@ OUTCOMES = {
     | Q(state=Ticket.State.CLOSED, resolution=Ticket.Resolution.UNEXPLAINED),
 }
 _MONTH = re.compile(r"[0-9]{4}-[0-9]{2}")
+
+
+def _a_month(text: str) -> bool:
+    """Whether the text names a month, YYYY-MM."""
+    if not _MONTH.fullmatch(text):
+        return False
+    try:
+        date.fromisoformat(f"{text}-01")
+    except ValueError:
+        return False
+    return True
+
+
 # Filters that are no dimension of the counts PostgreSQL keeps (review.counts): with any
 # of them, the tickets selected are counted.
 UNCOUNTED = ("family", *DATES, "outcome", "closed_cause", "month")

@@ -221,3 +221,35 @@ def test_the_json_download_and_the_command(client, months, viewer, approver):
         call_command("tallies", "--month", "September")
     for params in ({}, {"from": "2026-10", "to": "2026-09"}, {"from": "2016-01", "to": "2026-09"}):
         assert client.get(reverse("tallies-json"), params).status_code == 404
+
+
+def test_the_queue_reads_its_new_filters_and_ignores_what_it_cannot(client, months, reviewer):
+    first, second = tickets_of("2026-09")[:2]
+    ticket_close(first, revision=1, actor=reviewer, resolution="explained", cause="wrong-join")
+    ticket_close(second, revision=1, actor=reviewer, resolution="unexplained")
+    tallies_refresh()
+    client.force_login(reviewer)
+    queue = reverse("ticket-queue")
+    for params, expected in (
+        ({"state": "any", "closed_cause": "wrong-join"}, {first.pk}),
+        ({"state": "any", "outcome": "explained"}, {first.pk}),
+        ({"state": "closed", "outcome": "unexplained"}, {second.pk}),
+        (
+            {"state": "any", "closed_from": "2026-01-01", "closed_to": "2999-12-31"},
+            {first.pk, second.pk},
+        ),
+        ({"state": "any", "closed_to": "2020-01-01"}, set()),
+        ({"state": "any", "month": "2026-08"}, {t.pk for t in tickets_of("2026-08")}),
+    ):
+        page = body(client.get(queue, params))
+        shown = {int(pk) for pk in re.findall(r'data-ticket-url="/tickets/(\d+)/"', page)}
+        assert shown == expected, params
+    # What cannot be read is ignored, never an error.
+    for params in (
+        {"outcome": "maybe"},
+        {"month": "0000-01"},
+        {"month": "2026-13"},
+        {"closed_from": "yesterday"},
+        {"closed_cause": "<script>"},
+    ):
+        assert client.get(queue, params).status_code == 200, params
