@@ -5,6 +5,7 @@ import os
 import secrets
 import time
 from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -257,6 +258,8 @@ CELERY_BEAT_SCHEDULE = {
         "task": "reviewapp.tasks.shadow_catch_up_task",
         "schedule": float(RECONCILE_SECONDS),
     },
+    # Brings the tallies up to date and closes the months that are due (reviewapp/reports).
+    "close-tally-months": {"task": "reviewapp.tasks.close_tally_months_task", "schedule": 300.0},
 }
 # A running batch whose heartbeat (every chunk, every judging step) is this old has lost
 # its worker, and is sent again; a queued one no worker took after this long, likewise.
@@ -274,6 +277,15 @@ SHADOW_REQUEUE_SECONDS = env_int("SHADOW_REQUEUE_SECONDS", 300)
 INGEST_FAILED_KEEP_SECONDS = env_int("INGEST_FAILED_KEEP_SECONDS", 7 * 24 * 3600)
 # The worker is reported silent when beat's canary has not run for this long.
 WORKER_SILENT_SECONDS = env_int("WORKER_SILENT_SECONDS", 90)
+
+# Monthly tallies: a run counts in the month its own clock started in, in this time zone;
+# a month is closed (its tally frozen) this many days after it ends.
+TALLY_TIME_ZONE = os.environ.get("TALLY_TIME_ZONE") or "UTC"
+try:
+    ZoneInfo(TALLY_TIME_ZONE)
+except (ZoneInfoNotFoundError, ValueError) as exc:
+    raise ImproperlyConfigured(f"TALLY_TIME_ZONE: no time zone {TALLY_TIME_ZONE!r}") from exc
+TALLY_CLOSE_AFTER_DAYS = env_int("TALLY_CLOSE_AFTER_DAYS", 5)
 
 # Uploaded and posted trace files wait here for a worker (a volume shared with the
 # workers in docker-compose).

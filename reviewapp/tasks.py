@@ -84,3 +84,13 @@ def shadow_catch_up_task() -> int:
     from reviewapp.replay.shadow import shadow_catch_up
 
     return shadow_catch_up() + backfills_resume()
+
+
+@app.task
+def close_tally_months_task() -> list[str]:
+    """Periodic (beat): bring the tallies up to date and close the months that are due
+    (see reviewapp.reports.months)."""
+    from reviewapp.reports.calendar import month_key
+    from reviewapp.reports.months import close_due_months
+
+    return [month_key(month) for month in close_due_months()]

@@ -10,6 +10,7 @@ from reviewapp.views import (
     openapi,
     otlp,
     policy,
+    reports,
     review,
     shadow,
 )
@@ -70,6 +71,17 @@ urlpatterns = [
     path("tickets/<int:ticket_id>/comment/", review.ticket_comment, name="ticket-comment"),
     path("tickets/<int:ticket_id>/close/", review.ticket_close, name="ticket-close"),
     path("tickets/<int:ticket_id>/reopen/", review.ticket_reopen, name="ticket-reopen"),
+    # Tallies: monthly explained and unexplained discrepancies, closed months, exports
+    path("tallies/", reports.tallies, name="tallies"),
+    path("tallies/export.csv", reports.tallies_csv, name="tallies-csv"),
+    path("tallies/export.json", reports.tallies_json, name="tallies-json"),
+    path(
+        "tallies/<str:month>/discrepancies/",
+        reports.tally_discrepancies,
+        name="tally-discrepancies",
+    ),
+    path("tallies/<str:month>/close/", reports.tally_close, name="tally-close"),
+    path("tallies/<str:month>/reopen/", reports.tally_reopen, name="tally-reopen"),
     # API (bearer tokens)
     path("api/v1/traces", ingest_api.post_traces, name="api-traces"),
     path("api/v1/batches/<uuid:public_id>", ingest_api.get_batch, name="api-batch"),

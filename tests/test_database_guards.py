@@ -9,6 +9,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ from reviewapp.models import (
     GateMode,
     IngestBatch,
     Judgement,
+    MonthClosing,
     PolicyCandidate,
     PolicyVersion,
     ProspectiveSettlement,
@@ -60,6 +62,7 @@ APPEND_ONLY = {
     GateAnswer,
     GateMode,
     Judgement,
+    MonthClosing,
     PolicyCandidate,
     PolicyVersion,
     ProspectiveSettlement,
@@ -109,6 +112,9 @@ def every_table_has_a_row(tmp_path, reviewer, approver):
     GateMode.objects.create(action="issue_refund", mode="enforce", reason="r", chosen_by=approver)
     GateAnswer.objects.create(action="issue_refund", decision="block", mode="enforce")
     ShadowBatch.objects.create(batch=IngestBatch.objects.first())
+    MonthClosing.objects.create(
+        month=date(2026, 8, 1), action="closed", figures={}, time_zone="UTC", actor=approver
+    )
     for model in APPEND_ONLY:
         assert model.objects.exists(), model.__name__
 

@@ -8,12 +8,13 @@ INGEST = "reviewapp.ingest_traces"
 WORK_TICKET = "reviewapp.work_ticket"
 PROPOSE_RULE = "reviewapp.propose_rule"
 APPROVE_RULE = "reviewapp.approve_rule"
+CLOSE_MONTH = "reviewapp.close_month"
 
 ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
     VIEWER: (),
     REVIEWER: (INGEST, WORK_TICKET, PROPOSE_RULE),
-    APPROVER: (INGEST, WORK_TICKET, PROPOSE_RULE, APPROVE_RULE),
-    ADMIN: (INGEST, WORK_TICKET, PROPOSE_RULE, APPROVE_RULE),
+    APPROVER: (INGEST, WORK_TICKET, PROPOSE_RULE, APPROVE_RULE, CLOSE_MONTH),
+    ADMIN: (INGEST, WORK_TICKET, PROPOSE_RULE, APPROVE_RULE, CLOSE_MONTH),
 }
 
 

@@ -1,64 +1,85 @@
-"""CSV files that people open in spreadsheets, written one way everywhere (shadow counts,
-tallies, any export): RFC 4180 (comma, CRLF, a field quoted when it holds a comma, a
-quote or a line break, a quote doubled), UTF-8, a header row first, and a safe file name.
+"""CSV downloads that a spreadsheet opens safely: streamed, UTF-8, a header row, RFC 4180
+quoting (the csv module's), and no cell a spreadsheet would run as a formula.
 
-Text from traces reaches these cells (action names, sources, agents), and a spreadsheet
-runs a cell starting with = + - @ (or a tab or carriage return before one) as a formula:
-such a text cell gets a leading apostrophe, as OWASP's CSV injection advice says. Numbers
-are written as they are (-3 is a number to a spreadsheet, not a formula)."""
+A text cell that starts with =, +, -, @, a tab or a carriage return is neutralised with a
+leading apostrophe (OWASP's advice): spreadsheets show it as text and never evaluate it.
+Numbers are written as numbers (a negative one is not text, and stays as it is). The file
+name is reduced to letters, digits, dots, dashes and underscores."""
 
 from __future__ import annotations
 
 import csv
-import io
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
-from django.http import HttpResponse
+from django.http import StreamingHttpResponse
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-CONTENT_TYPE = "text/csv; charset=utf-8; header=present"
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-def neutralised(value: Any) -> str:
-    """A cell's text: numbers and dates as they are, None empty, any other text with a
-    leading apostrophe when a spreadsheet would read it as a formula."""
+def safe_cell(value: Any) -> str | int | float | Decimal:
+    """A value as it may go into a cell: None is empty, numbers stay numbers, dates are
+    ISO 8601, any other value is text, neutralised when it starts like a formula."""
     if value is None:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float | Decimal):
-        return str(value)
+        return value
     if isinstance(value, datetime | date):
         return value.isoformat()
     text = str(value)
-    return "'" + text if text.startswith(FORMULA_STARTS) else text
+    if text.startswith(FORMULA_STARTS):
+        return "'" + text
+    return text
 
 
-def csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """The whole file: the header row, then every row, each cell neutralised."""
-    out = io.StringIO()
-    writer = csv.writer(out, dialect="excel", lineterminator="\r\n", quoting=csv.QUOTE_MINIMAL)
-    writer.writerow([neutralised(name) for name in header])
+def safe_file_name(name: str, *, default: str = "export.csv") -> str:
+    """A file name with nothing a header, a path or a shell could misread."""
+    cleaned = _UNSAFE_NAME.sub("-", name).strip(".-_")[:120]
+    return cleaned or default
+
+
+class _Line:
+    """A file-like object the csv writer writes one line into, read back at once."""
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def write(self, text: str) -> int:
+        self.text = text
+        return len(text)
+
+
+def csv_lines(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> Iterator[str]:
+    """The CSV text of the header and each row, a line at a time (CRLF line ends, fields
+    quoted when they must be, quotes doubled: RFC 4180)."""
+    line = _Line()
+    writer = csv.writer(line, lineterminator="\r\n", quoting=csv.QUOTE_MINIMAL)
+    writer.writerow([safe_cell(name) for name in header])
+    yield line.text
     for row in rows:
-        writer.writerow([neutralised(cell) for cell in row])
-    return out.getvalue()
+        writer.writerow([safe_cell(value) for value in row])
+        yield line.text
 
 
-def safe_file_name(stem: str, extension: str = "csv") -> str:
-    """A file name any system takes: letters, digits, dot, dash and underscore only, no
-    leading dot, at most 100 characters before the extension."""
-    cleaned = _UNSAFE_NAME.sub("-", stem).strip(".-_")[:100] or "export"
-    return f"{cleaned}.{extension}"
-
-
-def csv_response(stem: str, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> HttpResponse:
-    """An attachment download of the file."""
-    response = HttpResponse(csv_text(header, rows).encode("utf-8"), content_type=CONTENT_TYPE)
-    response["Content-Disposition"] = f'attachment; filename="{safe_file_name(stem)}"'
+def csv_response(
+    file_name: str, header: Sequence[str], rows: Iterable[Sequence[Any]]
+) -> StreamingHttpResponse:
+    """A CSV download streamed row by row, as UTF-8 with a header row."""
+    response = StreamingHttpResponse(
+        (text.encode("utf-8") for text in csv_lines(header, rows)),
+        content_type="text/csv; charset=utf-8",
+    )
+    response["Content-Disposition"] = attachment(safe_file_name(file_name))
     response["X-Content-Type-Options"] = "nosniff"
     return response
+
+
+def attachment(file_name: str) -> str:
+    """A Content-Disposition header for a download of a file already made safe."""
+    return f'attachment; filename="{safe_file_name(file_name)}"'

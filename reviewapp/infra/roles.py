@@ -41,6 +41,10 @@ DELETABLE = {
     "reviewapp_ticketfacetdelta",
     "reviewapp_ticketcombinationdelta",
     "reviewapp_ruleproposal_tickets",
+    # The tallies' reporting copy: a run judged again has its rows replaced.
+    "reviewapp_tallyentry",
+    "reviewapp_tallyrun",
+    "reviewapp_tallystate",
 }
 
 HARDENED_IGNORE = """

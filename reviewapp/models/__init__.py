@@ -13,6 +13,7 @@ from reviewapp.models.policy import (
     ProspectiveSettlement,
     RuleProposal,
 )
+from reviewapp.models.reports import MonthClosing, TallyEntry, TallyRun, TallyState
 from reviewapp.models.review import (
     AuditChain,
     AuditEvent,
@@ -38,6 +39,7 @@ __all__ = [
     "GateMode",
     "IngestBatch",
     "Judgement",
+    "MonthClosing",
     "PolicyCandidate",
     "PolicyVersion",
     "ProspectiveSettlement",
@@ -47,6 +49,9 @@ __all__ = [
     "ShadowBackfill",
     "ShadowBatch",
     "ShadowDesignation",
+    "TallyEntry",
+    "TallyRun",
+    "TallyState",
     "Ticket",
     "TicketCombinationDelta",
     "TicketComment",

@@ -4,7 +4,8 @@ The one module that knows the delta tables: PostgreSQL triggers (migrations 0007
 append a row per ticket change to TicketFacetDelta (counts per value, for the queue
 filtered by state alone) and TicketCombinationDelta (counts per combination of the counted
 dimensions' values, for any filter on those dimensions); reading sums them, and folds them
-now and then. Other filters (a family, a date range), and SQLite, count the tickets."""
+now and then. Other filters (queue.UNCOUNTED: a family, dates, a resolution...), and
+SQLite, count the tickets."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from reviewapp.models import Ticket, TicketCombinationDelta, TicketFacetDelta
 from reviewapp.review.queue import (
     ASSIGNEE_NONE,
     FACETS,
+    UNCOUNTED,
     QueueFilters,
     counted_selection,
     filtered_tickets,
@@ -71,12 +73,10 @@ def _counted_by_the_database(filters: QueueFilters) -> bool:
 def _combinations_kept_by_the_database(filters: QueueFilters) -> bool:
     """PostgreSQL keeps how many tickets have each combination of the counted dimensions'
     values (see TicketCombinationDelta): filters on those alone are counted from them. A
-    family or a date range is no dimension of theirs: those count the tickets selected."""
-    return (
-        connection.vendor == "postgresql"
-        and not filters.family
-        and filters.created_from is None
-        and filters.created_to is None
+    family, a date range, a resolution, a cause or a tally month is no dimension of theirs
+    (queue.UNCOUNTED): with one of those, the tickets selected are counted."""
+    return connection.vendor == "postgresql" and not any(
+        getattr(filters, name) for name in UNCOUNTED
     )
 
 

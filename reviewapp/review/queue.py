@@ -4,6 +4,7 @@ families (tickets of alike conflicts). Every filter lives in the URL."""
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from datetime import date, datetime, time, timedelta
@@ -12,7 +13,7 @@ from typing import Any
 from django.db.models import Count, Max, Q, QuerySet
 from django.utils import timezone
 
-from reviewapp.models import Ticket
+from reviewapp.models import TallyEntry, Ticket
 from reviewapp.review.stamp import cached, data_stamp
 
 ASSIGNEE_ME, ASSIGNEE_NONE = "me", "unassigned"
@@ -64,6 +65,15 @@ class QueueFilters:
     family: str = ""  # a fingerprint
     created_from: date | None = None
     created_to: date | None = None
+    # "explained" (closed as explained) or "unexplained" (closed as unexplained, or still
+    # open: the tallies' two halves). Not "resolution" and "cause": the bulk close posts
+    # those beside the filters.
+    outcome: str = ""
+    closed_cause: str = ""
+    closed_from: date | None = None
+    closed_to: date | None = None
+    # "YYYY-MM": the tickets counted in that month's tally (reviewapp.reports).
+    month: str = ""
     sort: str = "newest"
     group: str = ""  # "family": families with their sizes instead of tickets
 
@@ -88,7 +98,7 @@ def queue_filters(params: Mapping[str, str]) -> QueueFilters:
         raw = (params.get(item.name) or "").strip()
         if not raw or "\x00" in raw:
             continue
-        if item.name in ("created_from", "created_to"):
+        if item.name in DATES:
             try:
                 values[item.name] = date.fromisoformat(raw)
             except ValueError:
@@ -104,9 +114,42 @@ def queue_filters(params: Mapping[str, str]) -> QueueFilters:
         elif item.name == "group":
             if raw == "family":
                 values["group"] = raw
+        elif item.name == "outcome":
+            if raw in OUTCOMES:
+                values["outcome"] = raw
+        elif item.name == "month":
+            if _a_month(raw):
+                values["month"] = raw
         else:
             values[item.name] = raw[:200]
     return QueueFilters(**values)
+
+
+DATES = ("created_from", "created_to", "closed_from", "closed_to")
+OUTCOMES = {
+    Ticket.Resolution.EXPLAINED.value: Q(
+        state=Ticket.State.CLOSED, resolution=Ticket.Resolution.EXPLAINED
+    ),
+    Ticket.Resolution.UNEXPLAINED.value: Q(state=Ticket.State.OPEN)
+    | Q(state=Ticket.State.CLOSED, resolution=Ticket.Resolution.UNEXPLAINED),
+}
+_MONTH = re.compile(r"[0-9]{4}-[0-9]{2}")
+
+
+def _a_month(text: str) -> bool:
+    """Whether the text names a month, YYYY-MM."""
+    if not _MONTH.fullmatch(text):
+        return False
+    try:
+        date.fromisoformat(f"{text}-01")
+    except ValueError:
+        return False
+    return True
+
+
+# Filters that are no dimension of the counts PostgreSQL keeps (review.counts): with any
+# of them, the tickets selected are counted.
+UNCOUNTED = ("family", *DATES, "outcome", "closed_cause", "month")
 
 
 def _contains_source(source: str) -> Q:
@@ -133,6 +176,17 @@ def filtered_tickets(filters: QueueFilters, user) -> QuerySet[Ticket]:
     # The last day of the calendar has no day after it: it bounds nothing.
     if filters.created_to and filters.created_to < date.max:
         query &= Q(created_at__lt=_day_start(filters.created_to + timedelta(days=1)))
+    if filters.outcome:
+        query &= OUTCOMES[filters.outcome]
+    if filters.closed_cause:
+        query &= Q(cause=filters.closed_cause)
+    if filters.closed_from:
+        query &= Q(closed_at__gte=_day_start(filters.closed_from))
+    if filters.closed_to:
+        query &= Q(closed_at__lt=_day_start(filters.closed_to + timedelta(days=1)))
+    if filters.month:
+        counted = TallyEntry.objects.filter(month=date.fromisoformat(f"{filters.month}-01"))
+        query &= Q(pk__in=counted.filter(ticket__isnull=False).values("ticket_id"))
     return Ticket.objects.filter(query)
 
 

@@ -76,6 +76,7 @@ def ticket_queue(request: HtmxHttpRequest) -> HttpResponse:
         "can_work": can_work,
         "workers": related.ticket_workers() if can_work else [],
         "causes": changes.REVIEWER_CAUSES,
+        "all_causes": Ticket.Cause.choices,
         "cache_seconds": stamp.CACHE_SECONDS,
         # For the whole-family bulk change, read only when its form is rendered.
         "seen": lambda: stamp.data_stamp().text,

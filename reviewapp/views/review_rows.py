@@ -28,8 +28,8 @@ from reviewapp.review.related import judged_again
 # What a queue row shows, read as plain values: model instances cost three times as much.
 QUEUE_ROW_COLUMNS = (
     *("pk", "revision", "state", "reason", "unsafe", "field", "finding_kind", "entity"),
-    *("action", "sources", "agent", "created_at", "run__run_id", "assignee__username"),
-    *("judgement_id", "run__current_judgement_id"),
+    *("action", "sources", "agent", "created_at", "closed_at", "run__run_id"),
+    *("assignee__username", "judgement_id", "run__current_judgement_id"),
 )
 
 _ROW = (
@@ -40,7 +40,7 @@ _ROW = (
     "<td>{subject}</td><td>{entity}</td><td>{action}</td><td>{sources}</td><td>{agent}</td>"
     "<td>{holder}</td>"
     '<td class="run"><code>{run}</code></td>'
-    "<td>{opened}</td></tr>\n"
+    "<td>{opened}</td><td>{closed_on}</td></tr>\n"
 )
 _SELECT = (
     '<td><input type="checkbox" name="selected" value="{}:{}" aria-label="select ticket {}"></td>'
@@ -66,6 +66,10 @@ def _url_of_each_ticket(name: str) -> Callable[[int], str]:
 def _shortened(text: str, length: int) -> str:
     """As the truncatechars filter shows it, for plain text."""
     return text if len(text) <= length else text[: length - 1] + "…"
+
+
+def _when(moment) -> str:
+    return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M")
 
 
 def queue_rows(tickets: Iterable[Mapping[str, Any]], *, can_work: bool) -> SafeString:
@@ -99,7 +103,8 @@ def queue_rows(tickets: Iterable[Mapping[str, Any]], *, can_work: bool) -> SafeS
                 agent=ticket["agent"] or _NONE,
                 holder=holder or _UNASSIGNED,
                 run=_shortened(ticket["run__run_id"], 28),
-                opened=timezone.localtime(ticket["created_at"]).strftime("%Y-%m-%d %H:%M"),
+                opened=_when(ticket["created_at"]),
+                closed_on=_when(ticket["closed_at"]) if ticket["closed_at"] else _NONE,
             )
         )
     # Each row is safe already: joining them adds no unescaped text.

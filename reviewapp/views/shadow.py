@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
 from django.db.models import F
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -26,7 +26,7 @@ from reviewapp.forms.fields import whole_number
 from reviewapp.forms.shadow import BackfillForm, GateModeForm, ShadowEndForm, ShadowStartForm
 from reviewapp.gate.answers import DECISIONS, answer_counts, recent_answers
 from reviewapp.gate.modes import GateModeError, mode_history, mode_set, modes_current
-from reviewapp.infra.csv_export import csv_response, safe_file_name
+from reviewapp.infra.csv_export import attachment, csv_response
 from reviewapp.infra.days import Window, WindowError
 from reviewapp.judging.blocking import DIMENSIONS, ItemFilter
 from reviewapp.models import PolicyVersion, ShadowBackfill, ShadowDesignation
@@ -352,9 +352,9 @@ def _as_json(rows: list[tuple[str, str, int]]) -> list[dict[str, Any]]:
 
 
 @require_GET
-def shadow_export_csv(request: HttpRequest) -> HttpResponse:
+def shadow_export_csv(request: HttpRequest) -> StreamingHttpResponse:
     window, rows, _ = _export(request)
-    return csv_response(f"blocked-{window.since}-{window.until}", EXPORT_HEADER, rows)
+    return csv_response(f"blocked-{window.since}-{window.until}.csv", EXPORT_HEADER, rows)
 
 
 @require_GET
@@ -363,8 +363,7 @@ def shadow_export_json(request: HttpRequest) -> HttpResponse:
     response = HttpResponse(
         json.dumps(document, indent=2, ensure_ascii=False), content_type="application/json"
     )
-    name = safe_file_name(f"blocked-{window.since}-{window.until}", "json")
-    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    response["Content-Disposition"] = attachment(f"blocked-{window.since}-{window.until}.json")
     return response
 
 

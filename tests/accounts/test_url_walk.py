@@ -13,6 +13,7 @@ from django.urls import URLPattern, get_resolver, reverse
 
 from reviewapp.accounts.roles import (
     APPROVE_RULE,
+    CLOSE_MONTH,
     INGEST,
     PROPOSE_RULE,
     ROLE_PERMISSIONS,
@@ -72,6 +73,12 @@ RULES: dict[str, tuple[object, object]] = {
     "shadow-export-json": (READ, METHOD),
     "gate": (READ, METHOD),
     "gate-mode": (METHOD, APPROVE_RULE),
+    "tallies": (READ, METHOD),
+    "tallies-csv": (READ, METHOD),
+    "tallies-json": (READ, METHOD),
+    "tally-close": (METHOD, CLOSE_MONTH),
+    "tally-discrepancies": (READ, METHOD),
+    "tally-reopen": (METHOD, CLOSE_MONTH),
 }
 # Open without a sign-in: (GET, POST) outcomes for everyone.
 PUBLIC = {
@@ -135,6 +142,7 @@ def world(tmp_path, desk, reviewer, approver):
         "number": 1,
         "pk": proposal.pk,
         "designation": designation.pk,
+        "month": "2026-11",
     }
 
 

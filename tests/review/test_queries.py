@@ -32,6 +32,8 @@ QUEUE_VIEWS = [
     {"assignee": "me", "sort": "oldest", "page": "3"},
     {"state": "any", "created_from": "2020-01-01", "field": "amount", "page": "40"},
     {"group": "family"},
+    {"state": "any", "outcome": "unexplained", "month": "2026-09", "closed_cause": "replica-lag"},
+    {"state": "closed", "closed_from": "2026-01-01", "closed_to": "2026-12-31"},
 ]
 
 

@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from reviewapp.accounts.roles import ADMIN, APPROVER, REVIEWER, VIEWER, ensure_roles
 from reviewapp.demo.corpus import DEMO_POLICY, demo_lines
 from reviewapp.demo.shadow import seed_shadow_demo
+from reviewapp.demo.tallies import demo_tallies
 from reviewapp.ingest.pipeline import ingest_file
 from reviewapp.models import IngestBatch, PolicyVersion
 from reviewapp.policy.versions import (
@@ -80,6 +81,7 @@ class Command(BaseCommand):
             f"{summary.runs:,} runs judged, {summary.tickets:,} tickets opened."
         )
         seed_shadow_demo(users)
+        self.stdout.write(demo_tallies(reviewer=users[REVIEWER], approver=users[APPROVER]))
         self._print_credentials(password)
 
     def _print_credentials(self, password: str) -> None:

@@ -1,0 +1,272 @@
+"""Keeping the tallies' reporting copy up to date: one TallyEntry per discrepancy of every
+run's current judgement, and one TallyRun per judged run saying what was read of it.
+
+What counts (a run's CURRENT judgement only, so never a shadow or replay one):
+- each verdict group that was not confirmed: resolved by a rule (its rule, and the policy
+  version in force) or a conflict, with the sources of its evidence;
+- each finding (the engine makes at most one per kind and run).
+A conflict or a finding is paired with its ticket, the one of its run and key (entity and
+field, or finding kind), whichever judgement opened it, and takes its outcome from it:
+explained by a reviewer (with the ticket's cause), closed as unexplained, open; without a
+ticket, untracked (reviewapp.reports.tally says how each is counted).
+
+A refresh reads again the runs whose current judgement, clock or agent is not what their
+TallyRun says, among those judged since the judgements it has surely seen; pairs the
+entries without a ticket; and takes again the outcome of entries whose ticket changed
+(every change of a ticket is an audit event) since the events it has surely seen. "Surely
+seen": what was written more than STRAGGLERS ago, so that a transaction that commits late
+is read by a later refresh. A full refresh (beat, every few minutes) compares every run
+and every outcome, whatever the ids, and a new TALLY_TIME_ZONE computes everything again.
+The work is a fixed number of statements on PostgreSQL, whatever changed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from reviewapp.infra.bulk import insert_rows
+from reviewapp.models import (
+    AuditEvent,
+    Finding,
+    Judgement,
+    Run,
+    TallyEntry,
+    TallyRun,
+    TallyState,
+    Ticket,
+    TraceRecord,
+    Verdict,
+)
+from reviewapp.reports.calendar import month_of, tally_zone
+
+# A transaction that commits this long after it wrote is still read by later refreshes;
+# one slower still, by the next full refresh.
+STRAGGLERS = timedelta(minutes=5)
+# SQLite takes at most 32,766 parameters a statement: runs are read again in chunks there.
+SQLITE_CHUNK = 5000
+
+ENTRY_COLUMNS = (
+    "run_id, month, origin, field, entity, sources, rule, policy_number, agent, "
+    "finding_kind, verdict_id, finding_id, ticket_id, outcome, cause"
+)
+# An entry's outcome and cause from its ticket `t` (never NULL here: see _pair_tickets).
+OUTCOME_OF_TICKET = (
+    "CASE WHEN t.state = 'open' THEN 'open' WHEN t.resolution = 'explained' THEN 'reviewer' "
+    "ELSE 'closed_unexplained' END"
+)
+CAUSE_OF_TICKET = (
+    "CASE WHEN t.state = 'closed' AND t.resolution = 'explained' THEN t.cause ELSE '' END"
+)
+
+
+def tallies_refresh(*, full: bool = False) -> int:
+    """Bring the kept discrepancies up to date; the number of runs read again."""
+    now = timezone.now()
+    with transaction.atomic():
+        _one_at_a_time()
+        state = _state(settings.TALLY_TIME_ZONE)
+        changed = _changed_runs(None if full else state.judgements_seen)
+        zone = tally_zone()
+        for chunk in _chunks(changed):
+            _read_again(chunk, zone)
+        _pair_tickets()
+        _outcomes_again(None if full else (state.events_seen, now - STRAGGLERS))
+        _surely_seen(state, now - STRAGGLERS)
+    return len(changed)
+
+
+def _one_at_a_time() -> None:
+    # Two refreshes at once would both insert a changed run's entries. SQLite's writes
+    # already wait for each other (IMMEDIATE transactions).
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtext('crosscheck_tallies'))")
+
+
+def _state(zone_name: str) -> TallyState:
+    state = TallyState.objects.first()
+    if state is not None and state.time_zone == zone_name:
+        return state
+    TallyEntry.objects.all().delete()
+    TallyRun.objects.all().delete()
+    TallyState.objects.all().delete()
+    return TallyState.objects.create(time_zone=zone_name)
+
+
+def _surely_seen(state: TallyState, before: datetime) -> None:
+    """Move the ids surely seen to those of the newest rows written before `before`."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT (SELECT MAX(id) FROM {_table(Judgement)} WHERE id > %s AND created_at < %s), "
+            f"(SELECT MAX(id) FROM {_table(AuditEvent)} WHERE id > %s AND created_at < %s)",
+            [state.judgements_seen, before, state.events_seen, before],
+        )
+        judged, audited = cursor.fetchone()
+    if judged or audited:
+        state.judgements_seen = judged or state.judgements_seen
+        state.events_seen = audited or state.events_seen
+        state.save(update_fields=["judgements_seen", "events_seen"])
+
+
+def _not_the_same(left: str, right: str) -> str:
+    """SQL: the two values differ, NULL being a value like any other."""
+    operator = "IS DISTINCT FROM" if connection.vendor == "postgresql" else "IS NOT"
+    return f"{left} {operator} {right}"
+
+
+def _changed_runs(judged_after: int | None) -> list[tuple[Any, ...]]:
+    """(run id, current judgement id, started_at, agent, verdict groups) of every judged
+    run whose TallyRun is missing or no longer says what the run does; only among the runs
+    judged after `judged_after` when given."""
+    runs, kept, judgements = (_table(m) for m in (Run, TallyRun, Judgement))
+    recent = "" if judged_after is None else "AND r.current_judgement_id > %s "
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT r.id, r.current_judgement_id, r.started_at, r.agent, "
+            f"(SELECT j.verdict_count FROM {judgements} j WHERE j.id = r.current_judgement_id) "
+            f"FROM {runs} r LEFT JOIN {kept} s ON s.run_id = r.id "
+            f"WHERE r.current_judgement_id IS NOT NULL {recent}"
+            f"AND (s.run_id IS NULL "
+            f"OR {_not_the_same('s.judgement_id', 'r.current_judgement_id')} "
+            f"OR s.started_at <> r.started_at OR s.agent <> r.agent)",
+            [] if judged_after is None else [judged_after],
+        )
+        return cursor.fetchall()
+
+
+def _chunks(rows: list[tuple[Any, ...]]) -> Iterator[list[tuple[Any, ...]]]:
+    size = len(rows) if connection.vendor == "postgresql" else SQLITE_CHUNK
+    for start in range(0, len(rows), max(size, 1)):
+        yield rows[start : start + size]
+
+
+def _read_again(rows: list[tuple[Any, ...]], zone) -> None:
+    """Replace these runs' TallyRun and entries by what their current judgement says
+    (conflicts and findings unpaired: _pair_tickets pairs them)."""
+    ids = [row[0] for row in rows]
+    within, params = _within("run_id", ids)
+    with connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {_table(TallyEntry)} WHERE {within}", params)
+        cursor.execute(f"DELETE FROM {_table(TallyRun)} WHERE {within}", params)
+    insert_rows(
+        TallyRun,
+        ("run_id", "judgement_id", "started_at", "agent", "month", "groups"),
+        [
+            (run_id, judgement_id, _aware(started_at), agent, month_of(_aware(started_at), zone))
+            + (groups or 0,)
+            for run_id, judgement_id, started_at, agent, groups in rows
+        ],
+    )
+    within, params = _within("s.run_id", ids)
+    kept, judgements = _table(TallyRun), _table(Judgement)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {_table(TallyEntry)} ({ENTRY_COLUMNS}) "
+            f"SELECT s.run_id, s.month, v.kind, v.field, v.entity, {_evidence_sources('v')}, "
+            f"COALESCE(v.rule, ''), j.policy_number, s.agent, '', v.id, NULL, NULL, "
+            f"CASE WHEN v.kind = 'resolved' THEN 'rule' ELSE 'untracked' END, "
+            f"CASE WHEN v.kind = 'resolved' THEN 'rule' ELSE '' END "
+            f"FROM {kept} s JOIN {judgements} j ON j.id = s.judgement_id "
+            f"JOIN {_table(Verdict)} v ON v.judgement_id = s.judgement_id "
+            f"WHERE {within} AND v.kind <> 'confirmed'",
+            params,
+        )
+        cursor.execute(
+            f"INSERT INTO {_table(TallyEntry)} ({ENTRY_COLUMNS}) "
+            f"SELECT s.run_id, s.month, 'finding', '', NULL, '', '', j.policy_number, s.agent, "
+            f"f.kind, NULL, f.id, NULL, 'untracked', '' "
+            f"FROM {kept} s JOIN {judgements} j ON j.id = s.judgement_id "
+            f"JOIN {_table(Finding)} f ON f.judgement_id = s.judgement_id "
+            f"WHERE {within}",
+            params,
+        )
+
+
+def _evidence_sources(verdict: str) -> str:
+    """SQL: the sources of the observations a verdict's evidence names, sorted by code
+    point and comma-joined, as a ticket's `sources` are (reviewapp.review.opening)."""
+    records = _table(TraceRecord)
+    if connection.vendor == "postgresql":
+        return (
+            f"(SELECT string_agg(x.source, ',' ORDER BY x.source) FROM (SELECT DISTINCT "
+            f'r.source COLLATE "C" AS source FROM jsonb_array_elements_text({verdict}.evidence) '
+            f"AS e(id) JOIN {records} r ON r.run_id = {verdict}.run_id AND r.key = e.id "
+            f"AND r.type = 'tool_observation') AS x)"
+        )
+    return (
+        f"COALESCE((SELECT group_concat(x.source, ',') FROM (SELECT DISTINCT r.source AS source "
+        f"FROM json_each({verdict}.evidence) AS e JOIN {records} r ON r.run_id = {verdict}.run_id "
+        f"AND r.key = e.value AND r.type = 'tool_observation' ORDER BY r.source) AS x), '')"
+    )
+
+
+def _pair_tickets() -> None:
+    """Pair each conflict and finding not paired yet with its ticket, when it has one (the
+    ticket of its run with its kind, field or finding kind, and entity), and take its
+    outcome."""
+    entries, tickets = _table(TallyEntry), _table(Ticket)
+    # The same condition as the partial index tally_entry_unticketed: only its rows are read.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {entries} SET ticket_id = t.id, outcome = {OUTCOME_OF_TICKET}, "
+            f"cause = {CAUSE_OF_TICKET} FROM {tickets} t "
+            f"WHERE {entries}.ticket_id IS NULL AND NOT ({entries}.origin = 'resolved') "
+            f"AND t.run_id = {entries}.run_id AND t.kind = {entries}.origin "
+            f"AND t.field = {entries}.field AND t.finding_kind = {entries}.finding_kind "
+            f"AND NOT ({_not_the_same('t.entity', f'{entries}.entity')})"
+        )
+
+
+def _outcomes_again(since: tuple[int, datetime] | None) -> None:
+    """Take again the outcome of the entries whose ticket changed: those with an audit
+    event after the id given or written after the time given; every entry when None."""
+    entries, tickets, events = _table(TallyEntry), _table(Ticket), _table(AuditEvent)
+    changed, params = "", list[Any]()
+    if since is not None:
+        changed = (
+            f"AND t.id IN (SELECT a.ticket_id FROM {events} a WHERE a.ticket_id IS NOT NULL "
+            f"AND (a.id > %s OR a.created_at >= %s)) "
+        )
+        params = list(since)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {entries} SET outcome = {OUTCOME_OF_TICKET}, cause = {CAUSE_OF_TICKET} "
+            f"FROM {tickets} t WHERE t.id = {entries}.ticket_id {changed}"
+            f"AND ({entries}.outcome <> {OUTCOME_OF_TICKET} "
+            f"OR {entries}.cause <> {CAUSE_OF_TICKET})",
+            params,
+        )
+
+
+def _within(column: str, ids: Sequence[int]) -> tuple[str, list[Any]]:
+    if connection.vendor == "postgresql":
+        return f"{column} = ANY(%s::bigint[])", [list(ids)]
+    return f"{column} IN ({', '.join(['%s'] * len(ids))})", list(ids)
+
+
+def _aware(moment: datetime | str) -> datetime:
+    # SQLite hands raw timestamps back as text.
+    if isinstance(moment, str):
+        moment = datetime.fromisoformat(moment)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _table(model) -> str:
+    return connection.ops.quote_name(model._meta.db_table)
+
+
+def kept_months() -> list[date]:
+    """Every month some judged run started in, oldest first (as last refreshed)."""
+    return list(TallyRun.objects.order_by("month").values_list("month", flat=True).distinct())
+
+
+def newest_kept_month(first: date, last: date) -> date | None:
+    """The newest month from `first` to `last` some judged run started in."""
+    months = TallyRun.objects.filter(month__gte=first, month__lte=last)
+    return months.aggregate(newest=Max("month"))["newest"]

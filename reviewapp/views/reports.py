@@ -1,0 +1,271 @@
+"""Tallies: the monthly explained and unexplained discrepancies (chart, table, breakdowns of
+a month, each number drilling down to its tickets in the queue or to the discrepancies
+behind it), exports, and closing and reopening months. Reading needs a login; closing and
+reopening need CLOSE_MONTH, checked here on the server."""
+
+from __future__ import annotations
+
+from datetime import date
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import permission_required
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import urlencode
+from django.views.decorators.http import require_GET, require_POST
+
+from reviewapp.accounts.roles import CLOSE_MONTH
+from reviewapp.forms.fields import whole_number
+from reviewapp.forms.reports import MonthClosingForm
+from reviewapp.forms.review import form_errors
+from reviewapp.infra.csv_export import attachment, csv_response
+from reviewapp.reports import exports, items, months
+from reviewapp.reports.calendar import (
+    current_month,
+    days_since_end,
+    month_add,
+    month_key,
+    month_label,
+    month_parse,
+    tally_zone,
+)
+from reviewapp.reports.chart import stacked_bars
+from reviewapp.reports.entries import newest_kept_month, tallies_refresh
+from reviewapp.reports.tally import DIMENSIONS, OUTCOME_TITLES, Counts, Row
+from reviewapp.review.stamp import cached, data_stamp
+from reviewapp.views.tally_cells import Drill, cells, signed
+
+MONTHS_SHOWN = 12
+ITEMS_PER_PAGE = 50
+
+
+def _month_or_404(text: str) -> date:
+    month = month_parse(text)
+    if month is None:
+        raise Http404("no such month")
+    return month
+
+
+def _month_row(view: months.MonthView) -> dict:
+    shown = view.shown
+    return {
+        "view": view,
+        "label": month_label(shown.month),
+        "key": shown.key,
+        "cells": cells(Drill(shown.month), shown.counts, drift=_drift(view))
+        if shown.has_tally
+        else "",
+        "change": _change(shown.change),
+    }
+
+
+def _change(change: int | None) -> str:
+    return "—" if change is None else signed(change) or "0"
+
+
+def _drift(view: months.MonthView) -> Counts | None:
+    return None if view.drift is None else view.drift.counts
+
+
+def _breakdowns(view: months.MonthView) -> list[dict]:
+    drill, drift = Drill(view.shown.month), view.drift
+    tables = []
+    for name, title in DIMENSIONS.items():
+        rows: list[Row] = (view.shown.breakdowns or {}).get(name, [])
+        changed = drift.rows.get(name, {}) if drift else {}
+        tables.append(
+            {
+                "name": name,
+                "title": title,
+                "rows": [
+                    {
+                        "row": row,
+                        "cells": cells(
+                            drill,
+                            row.counts,
+                            name,
+                            row.key,
+                            changed.get(row.key, Counts()) if drift else None,
+                        ),
+                        "change": _change(row.change),
+                    }
+                    for row in rows
+                ],
+                # Values that appeared since the month was frozen.
+                "new": [
+                    (Row(name, key, Counts(), None).label, signed(delta.total))
+                    for key, delta in sorted(changed.items())
+                    if key not in {row.key for row in rows}
+                ],
+            }
+        )
+    return tables
+
+
+@require_GET
+def tallies(request: HttpRequest) -> HttpResponse:
+    zone = tally_zone()
+    last = month_parse(request.GET.get("until")) or current_month(zone)
+    first = month_add(last, -(MONTHS_SHOWN - 1))
+    chosen = month_parse(request.GET.get("month"))
+    stamp = data_stamp()
+
+    def compute():
+        tallies_refresh()
+        if chosen is not None and not first <= chosen <= last:
+            (detail,) = months.month_views(chosen, chosen, breakdowns=True)
+            return months.month_views(first, last), detail
+        selected = chosen or newest_kept_month(first, last) or last
+        overview = months.month_views(first, last, detailed=selected)
+        detail = next(view for view in overview if view.shown.month == selected)
+        return overview, detail
+
+    key = f"tallies:{stamp.text}:{settings.TALLY_TIME_ZONE}:{first}:{last}:{chosen}"
+    overview, detail = cached(key, compute)
+    selected = detail.shown.month
+    can_close = request.user.has_perm(CLOSE_MONTH)
+    chart = stacked_bars(overview)
+    context = {
+        "time_zone": settings.TALLY_TIME_ZONE,
+        "close_after_days": settings.TALLY_CLOSE_AFTER_DAYS,
+        "chart": chart,
+        "bars": [
+            {
+                "bar": bar,
+                "explained_url": Drill(bar.view.shown.month).url(
+                    "explained", bar.view.shown.counts
+                ),
+                "unexplained_url": Drill(bar.view.shown.month).url(
+                    "unexplained", bar.view.shown.counts
+                ),
+            }
+            for bar in chart.bars
+        ],
+        "months": [_month_row(view) for view in reversed(overview)],
+        "detail": detail,
+        "detail_label": month_label(selected),
+        "detail_key": month_key(selected),
+        "detail_cells": cells(Drill(selected), detail.shown.counts, drift=_drift(detail))
+        if detail.shown.has_tally
+        else "",
+        "detail_change": _change(detail.shown.change),
+        "breakdowns": _breakdowns(detail) if detail.shown.has_tally else [],
+        "titles": OUTCOME_TITLES,
+        "earlier": month_key(month_add(last, -MONTHS_SHOWN)),
+        "later": month_key(month_add(last, MONTHS_SHOWN)) if last < current_month(zone) else "",
+        "until": month_key(last),
+        "first": month_key(first),
+        "can_close": can_close and not detail.status.frozen and days_since_end(selected, zone) >= 0,
+        "can_reopen": can_close and detail.status.frozen,
+    }
+    return render(request, "reports/tallies.html", context)
+
+
+@require_GET
+def tally_discrepancies(request: HttpRequest, month: str) -> HttpResponse:
+    when = _month_or_404(month)
+    group = request.GET.get("outcome", "all")
+    group = group if group in OUTCOME_TITLES else "all"
+    dimension = request.GET.get("by", "")
+    dimension = dimension if dimension in DIMENSIONS else ""
+    key: tuple[str, ...] = (request.GET.get("value", "")[:200],)
+    if dimension == "rule":
+        key += (request.GET.get("version", "")[:10],)
+    tallies_refresh()
+    found = items.discrepancies(when, group, dimension, key)
+    page = Paginator(found, ITEMS_PER_PAGE).get_page(whole_number(request.GET.get("page")) or 1)
+    page.object_list = [
+        {**item, "outcome_title": OUTCOME_TITLES[item["outcome"]]} for item in page.object_list
+    ]
+    context = {
+        "month_key": month_key(when),
+        "month_label": month_label(when),
+        "title": OUTCOME_TITLES[group],
+        "dimension": DIMENSIONS.get(dimension, ""),
+        "value": Row(dimension, key, Counts(), None).label if dimension else "",
+        "page": page,
+        "query": _without_page(request),
+    }
+    return render(request, "reports/discrepancies.html", context)
+
+
+def _without_page(request: HttpRequest) -> str:
+    params = request.GET.copy()
+    params.pop("page", None)
+    return params.urlencode()
+
+
+def _export_range(request: HttpRequest) -> tuple[date, date]:
+    named = request.GET.get("from") or request.GET.get("month")
+    # No month named: this month's (a bare link to the export is still a download).
+    first = month_parse(named) if named else current_month()
+    if first is None:
+        raise Http404("name a month: ?from=YYYY-MM (and &to=YYYY-MM for a range)")
+    last = month_parse(request.GET.get("to")) or first
+    if last < first or month_add(first, exports.MAX_MONTHS - 1) < last:
+        raise Http404(f"a range is one to {exports.MAX_MONTHS} months, oldest first")
+    tallies_refresh()
+    return first, last
+
+
+@require_GET
+def tallies_csv(request: HttpRequest) -> StreamingHttpResponse:
+    first, last = _export_range(request)
+    return csv_response(
+        exports.export_name(first, last, "csv"), exports.HEADER, exports.csv_rows(first, last)
+    )
+
+
+@require_GET
+def tallies_json(request: HttpRequest) -> StreamingHttpResponse:
+    first, last = _export_range(request)
+    response = StreamingHttpResponse(
+        (chunk.encode("utf-8") for chunk in exports.json_chunks(first, last)),
+        content_type="application/json",
+    )
+    response["Content-Disposition"] = attachment(exports.export_name(first, last, "json"))
+    return response
+
+
+def _back(month: date) -> HttpResponse:
+    return redirect(f"{reverse('tallies')}?{urlencode({'month': month_key(month)})}")
+
+
+def _reason(request: HttpRequest) -> str:
+    form = MonthClosingForm(request.POST)
+    if not form.is_valid():
+        raise months.MonthError(form_errors(form))
+    return form.cleaned_data["reason"]
+
+
+@require_POST
+@permission_required(CLOSE_MONTH, raise_exception=True)
+def tally_close(request: HttpRequest, month: str) -> HttpResponse:
+    when = _month_or_404(month)
+    try:
+        closing = months.month_close(when, actor=request.user, reason=_reason(request))
+    except months.MonthError as error:
+        messages.error(request, f"Not closed: {error}.")
+    else:
+        messages.success(
+            request,
+            f"{month_label(when)} is closed: its tally is frozen as of "
+            f"{closing.created_at:%Y-%m-%d %H:%M}.",
+        )
+    return _back(when)
+
+
+@require_POST
+@permission_required(CLOSE_MONTH, raise_exception=True)
+def tally_reopen(request: HttpRequest, month: str) -> HttpResponse:
+    when = _month_or_404(month)
+    try:
+        months.month_reopen(when, actor=request.user, reason=_reason(request))
+    except months.MonthError as error:
+        messages.error(request, f"Not reopened: {error}.")
+    else:
+        messages.success(request, f"{month_label(when)} is open again: its figures are live.")
+    return _back(when)
