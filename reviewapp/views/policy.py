@@ -179,9 +179,14 @@ def propose_preview(request: HttpRequest) -> HttpResponse:
     if form.is_valid():
         kind, change = form.change()
         try:
-            settled, considered = settlements.settlement_preview(kind, change)
+            settled, considered = settlements.settlement_preview(
+                kind, change, motivating=form.ticket_ids()
+            )
             context.update(
-                sentence=describe_change(kind, change), settled=settled, considered=considered
+                sentence=describe_change(kind, change),
+                settled=settled,
+                considered=considered,
+                preview_limit=settlements.PREVIEW_TICKET_LIMIT,
             )
         except (PolicyError, ValueError) as exc:
             context["error"] = str(exc)
