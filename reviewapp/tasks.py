@@ -53,3 +53,20 @@ def fold_kept_counts_task() -> None:
     from reviewapp.review.counts import fold_kept_counts
 
     fold_kept_counts()
+
+
+@app.task(acks_late=True, reject_on_worker_lost=True)
+def replay_job_task(job_id: int) -> int:
+    """Work on a replay job's items (reviewapp.replay.jobs: the database holds its state,
+    so a task delivered twice or redelivered after its worker died is harmless)."""
+    from reviewapp.replay.jobs import job_work
+
+    return job_work(job_id)
+
+
+@app.task
+def reconcile_replay_jobs_task() -> int:
+    """Periodic (beat): send again replay jobs nobody works on, end those left unended."""
+    from reviewapp.replay.jobs import jobs_reconcile
+
+    return jobs_reconcile()

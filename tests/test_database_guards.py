@@ -22,11 +22,15 @@ from reviewapp.judging.store import REPLAY, SHADOW, judgements_store
 from reviewapp.models import (
     AuditEvent,
     Finding,
+    FixtureRun,
+    FixtureSet,
+    FixtureSuiteMark,
     IngestBatch,
     Judgement,
     PolicyCandidate,
     PolicyVersion,
     ProspectiveSettlement,
+    ReplayResult,
     Run,
     Ticket,
     TicketComment,
@@ -42,6 +46,8 @@ from reviewapp.policy.candidates import (
 )
 from reviewapp.policy.settlements import settlements_label
 from reviewapp.policy.versions import policy_version_publish, proposal_create, proposal_decide
+from reviewapp.replay.fixtures import freeze_ticket, suite_mark
+from reviewapp.replay.jobs import job_start, job_work
 from reviewapp.review.changes import ticket_comment
 
 pytestmark = pytest.mark.django_db
@@ -54,10 +60,14 @@ APPEND_ONLY = {
     AuditEvent,
     PolicyCandidate,
     Finding,
+    FixtureRun,
+    FixtureSet,
+    FixtureSuiteMark,
     Judgement,
     PolicyCandidate,
     PolicyVersion,
     ProspectiveSettlement,
+    ReplayResult,
     TicketComment,
     TraceLine,
     TraceRecord,
@@ -99,7 +109,10 @@ def every_table_has_a_row(tmp_path, reviewer, approver):
     proposal_decide(proposal=proposal, user=approver, approve=True, reason="")
     version = policy_version_publish(user=approver, reason="owners")
     settlements_label(version)
-    candidate_of_version(version)
+    fixture_set = freeze_ticket(ticket, user=reviewer)
+    suite_mark(fixture_set, in_suite=True, user=reviewer)
+    job = job_start(fixture_set, candidate_of_version(version), user=reviewer, send=False)
+    job_work(job.pk, budget=30)
     for model in APPEND_ONLY:
         assert model.objects.exists(), model.__name__
 

@@ -13,6 +13,14 @@ from reviewapp.models.policy import (
     ProspectiveSettlement,
     RuleProposal,
 )
+from reviewapp.models.replay import (
+    FixtureRun,
+    FixtureSet,
+    FixtureSuiteMark,
+    ReplayItem,
+    ReplayJob,
+    ReplayResult,
+)
 from reviewapp.models.review import (
     AuditEvent,
     Ticket,
@@ -25,11 +33,17 @@ __all__ = [
     "ApiToken",
     "AuditEvent",
     "Finding",
+    "FixtureRun",
+    "FixtureSet",
+    "FixtureSuiteMark",
     "IngestBatch",
     "Judgement",
     "PolicyCandidate",
     "PolicyVersion",
     "ProspectiveSettlement",
+    "ReplayItem",
+    "ReplayJob",
+    "ReplayResult",
     "RuleProposal",
     "Run",
     "ServicePulse",

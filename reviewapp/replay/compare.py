@@ -1,0 +1,272 @@
+"""Comparing a run's recorded verdicts with its prospective ones, group by group.
+
+A group is what a ticket is about: a (entity, field) verdict, or a finding kind. For each
+the comparison says what changed (COUNTS names the categories), whether the prospective
+verdict settles the group's open ticket (policy.settlements.settles: the same rule the
+proposal preview and the labels after publishing use), and feeds a digest of everything
+compared, so that the same replay always gives the same result hash. Nothing here reads
+or writes the database: callers bring both sides and store the rows."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from reviewapp.policy.settlements import settles
+from reviewapp.review.opening import ticket_key
+
+CONFLICT = "conflict"
+SETTLED_KINDS = frozenset({"confirmed", "resolved"})
+# The flags of a result, in the order screens list them, with what they are called there.
+FLAGS = {
+    "newly_resolved": "newly resolved",
+    "newly_conflict": "newly conflict",
+    "value_changed": "value changed",
+    "newly_unsafe": "newly unsafe",
+    "newly_safe": "newly safe",
+    "finding_gained": "findings gained",
+    "finding_lost": "findings lost",
+    "other_changed": "other change (reason, rule, a group on one side only)",
+}
+# What a job counts: groups, those unchanged, each flag, the open tickets it would settle,
+# runs compared, and pinned runs that had no record left to judge.
+COUNTS = ("groups", "unchanged", *FLAGS, "tickets_settled", "runs", "runs_missing")
+
+RESULT_COLUMNS = (
+    "job_id",
+    "run_id",
+    "key",
+    "kind",
+    "entity",
+    "field",
+    "finding_kind",
+    "recorded_judgement_id",
+    "recorded_verdict_id",
+    "recorded_finding_id",
+    "prospective_judgement_id",
+    "prospective_verdict_id",
+    "prospective_finding_id",
+    "changed",
+    *FLAGS,
+    "ticket_id",
+    "settles_ticket",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Said:
+    """One side's verdict on a group, as stored (id) and as compared."""
+
+    id: int
+    kind: str
+    reason: str | None
+    rule: str | None
+    value: Any
+    unsafe: bool
+
+    def comparable(self) -> list[Any]:
+        return [self.kind, self.reason, self.rule, canonical(self.value), self.unsafe]
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """One side's finding of a kind."""
+
+    id: int
+    evidence: tuple[str, ...]
+
+
+@dataclass(slots=True)
+class Side:
+    """What one judgement said of a run: verdicts by (entity, field), findings by kind."""
+
+    judgement_id: int | None = None
+    verdicts: dict[tuple[str | None, str], Said] = field(default_factory=dict)
+    findings: dict[str, Found] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class RunPair:
+    """A run as recorded and as replayed; `prospective` is None when none of its records up
+    to its pin could be read (the run is counted missing)."""
+
+    run_pk: int
+    run_id: str
+    recorded: Side
+    prospective: Side | None
+    # Its tickets: key -> (ticket id, kind, state).
+    tickets: dict[str, tuple[int, str, str]] = field(default_factory=dict)
+
+
+def canonical(value: Any) -> str:
+    """JSON with sorted keys: 1 and 1.0 are one value, 1 and true are not."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def verdict_flags(recorded: Said | None, prospective: Said | None) -> dict[str, bool]:
+    was = recorded.kind if recorded else None
+    now = prospective.kind if prospective else None
+    flags = dict.fromkeys(FLAGS, False)
+    flags["newly_resolved"] = was == CONFLICT and now in SETTLED_KINDS
+    flags["newly_conflict"] = now == CONFLICT and was != CONFLICT
+    flags["value_changed"] = (
+        recorded is not None
+        and prospective is not None
+        and was in SETTLED_KINDS
+        and now in SETTLED_KINDS
+        and canonical(recorded.value) != canonical(prospective.value)
+    )
+    flags["newly_unsafe"] = bool(prospective and prospective.unsafe) and not (
+        recorded and recorded.unsafe
+    )
+    flags["newly_safe"] = bool(recorded and recorded.unsafe) and not (
+        prospective and prospective.unsafe
+    )
+    same = (
+        recorded is not None
+        and prospective is not None
+        and recorded.comparable() == prospective.comparable()
+    )
+    flags["other_changed"] = not same and not any(flags.values())
+    return flags
+
+
+def finding_flags(recorded: Found | None, prospective: Found | None) -> dict[str, bool]:
+    flags = dict.fromkeys(FLAGS, False)
+    flags["finding_gained"] = recorded is None and prospective is not None
+    flags["finding_lost"] = recorded is not None and prospective is None
+    flags["other_changed"] = (
+        recorded is not None
+        and prospective is not None
+        and recorded.evidence != prospective.evidence
+    )
+    return flags
+
+
+@dataclass(slots=True)
+class Compared:
+    """What comparing some runs gave: result rows (RESULT_COLUMNS), counts, and a digest."""
+
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTS, 0))
+    digest: Any = field(default_factory=hashlib.sha256)
+
+    @property
+    def hexdigest(self) -> str:
+        return str(self.digest.hexdigest())
+
+
+def compare_runs(job_id: int, pairs: Iterable[RunPair]) -> Compared:
+    """Compare every group of every run; runs in the order given (the digest depends on it)."""
+    out = Compared()
+    for pair in pairs:
+        out.counts["runs"] += 1
+        if pair.prospective is None:
+            out.counts["runs_missing"] += 1
+            out.digest.update(canonical([pair.run_id, "missing"]).encode() + b"\n")
+            continue
+        _compare_verdicts(job_id, pair, pair.prospective, out)
+        _compare_findings(job_id, pair, pair.prospective, out)
+    return out
+
+
+def _compare_verdicts(job_id: int, pair: RunPair, prospective: Side, out: Compared) -> None:
+    recorded = pair.recorded
+    groups = list(prospective.verdicts) + [
+        g for g in recorded.verdicts if g not in prospective.verdicts
+    ]
+    for entity, field_name in groups:
+        was, now = (
+            recorded.verdicts.get((entity, field_name)),
+            prospective.verdicts.get((entity, field_name)),
+        )
+        key = ticket_key("conflict", entity, field_name)
+        ticket = pair.tickets.get(key)
+        settled = ticket is not None and settles(ticket[1], ticket[2], now.kind if now else None)
+        _add(
+            out,
+            job_id,
+            pair,
+            key,
+            ("verdict", entity, field_name, ""),
+            (was.id if was else None, None, now.id if now else None, None),
+            verdict_flags(was, now),
+            ticket,
+            settled,
+            [was.comparable() if was else None, now.comparable() if now else None],
+        )
+
+
+def _compare_findings(job_id: int, pair: RunPair, prospective: Side, out: Compared) -> None:
+    recorded = pair.recorded
+    kinds = list(prospective.findings) + [
+        k for k in recorded.findings if k not in prospective.findings
+    ]
+    for kind in kinds:
+        was, now = recorded.findings.get(kind), prospective.findings.get(kind)
+        key = ticket_key("finding", kind)
+        _add(
+            out,
+            job_id,
+            pair,
+            key,
+            ("finding", None, "", kind),
+            (None, was.id if was else None, None, now.id if now else None),
+            finding_flags(was, now),
+            pair.tickets.get(key),
+            False,
+            [list(was.evidence) if was else None, list(now.evidence) if now else None],
+        )
+
+
+def _add(
+    out: Compared,
+    job_id: int,
+    pair: RunPair,
+    key: str,
+    group: tuple[str, str | None, str, str],
+    ids: tuple[int | None, int | None, int | None, int | None],
+    flags: dict[str, bool],
+    ticket: tuple[int, str, str] | None,
+    settled: bool,
+    sides: list[Any],
+) -> None:
+    changed = any(flags.values())
+    recorded_verdict, recorded_finding, prospective_verdict, prospective_finding = ids
+    assert pair.prospective is not None
+    out.rows.append(
+        (
+            job_id,
+            pair.run_pk,
+            key,
+            *group,
+            pair.recorded.judgement_id,
+            recorded_verdict,
+            recorded_finding,
+            pair.prospective.judgement_id,
+            prospective_verdict,
+            prospective_finding,
+            changed,
+            *flags.values(),
+            ticket[0] if ticket else None,
+            settled,
+        )
+    )
+    counts = out.counts
+    counts["groups"] += 1
+    counts["unchanged"] += not changed
+    for name, on in flags.items():
+        counts[name] += on
+    counts["tickets_settled"] += settled
+    out.digest.update(canonical([pair.run_id, key, *sides, settled]).encode() + b"\n")
+
+
+def sum_counts(parts: Iterable[dict[str, int]]) -> dict[str, int]:
+    total = dict.fromkeys(COUNTS, 0)
+    for part in parts:
+        for name in COUNTS:
+            total[name] += int(part.get(name, 0))
+    return total
