@@ -2,7 +2,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from reviewapp.accounts.sign_in import ThrottledAuthenticationForm
-from reviewapp.views import dashboard, ingest, ingest_api, policy, review
+from reviewapp.views import dashboard, ingest, ingest_api, policy, replay, replay_fixtures, review
 
 urlpatterns = [
     # Sign-in
@@ -49,6 +49,35 @@ urlpatterns = [
     path("tickets/<int:ticket_id>/comment/", review.ticket_comment, name="ticket-comment"),
     path("tickets/<int:ticket_id>/close/", review.ticket_close, name="ticket-close"),
     path("tickets/<int:ticket_id>/reopen/", review.ticket_reopen, name="ticket-reopen"),
+    # Replay: fixture sets, jobs, what they found, and the impact of a proposal or the draft
+    path("replay/", replay.job_list, name="replay-jobs"),
+    path("replay/jobs/<int:pk>/", replay.job_detail, name="replay-job"),
+    path("replay/jobs/<int:pk>/progress/", replay.job_progress_view, name="replay-progress"),
+    path("replay/jobs/<int:pk>/cancel/", replay.job_cancel_view, name="replay-cancel"),
+    path("replay/jobs/<int:pk>/retry/", replay.job_retry_view, name="replay-retry"),
+    path("replay/jobs/<int:pk>/changes/", replay.job_changes, name="replay-changes"),
+    path("replay/jobs/<int:pk>/groups/<int:result_id>/", replay.job_group, name="replay-group"),
+    path("replay/jobs/<int:pk>/job.json", replay.job_json, name="replay-json"),
+    path("replay/jobs/<int:pk>/results.jsonl", replay.job_results_export, name="replay-export"),
+    path("replay/impact/draft/", replay.impact_view, {"kind": "draft"}, name="replay-impact-draft"),
+    path(
+        "replay/impact/proposal/<int:pk>/",
+        replay.impact_view,
+        {"kind": "proposal"},
+        name="replay-impact-proposal",
+    ),
+    path("replay/fixtures/", replay_fixtures.fixture_list, name="replay-fixtures"),
+    path("replay/fixtures/freeze/", replay_fixtures.fixture_freeze, name="replay-freeze"),
+    path("replay/fixtures/upload/", replay_fixtures.fixture_upload, name="replay-upload"),
+    path("replay/fixtures/shared/", replay_fixtures.fixture_shared, name="replay-shared"),
+    path("replay/fixtures/<int:pk>/", replay_fixtures.fixture_detail, name="replay-fixture"),
+    path("replay/fixtures/<int:pk>/suite/", replay_fixtures.fixture_suite, name="replay-suite"),
+    path("replay/fixtures/<int:pk>/replay/", replay_fixtures.fixture_replay, name="replay-start"),
+    path(
+        "replay/fixtures/<int:pk>/export/",
+        replay_fixtures.fixture_export,
+        name="replay-fixture-export",
+    ),
     # API (bearer tokens)
     path("api/v1/traces", ingest_api.post_traces, name="api-traces"),
     path("api/v1/batches/<uuid:public_id>", ingest_api.get_batch, name="api-batch"),

@@ -156,6 +156,11 @@ class ReplayJob(models.Model):
     def is_finished(self) -> bool:
         return self.state in (self.State.DONE, self.State.FAILED, self.State.CANCELLED)
 
+    @property
+    def changed_groups(self) -> int:
+        """Groups that changed in any way (once done: counts are filled in then)."""
+        return int(self.counts.get("groups", 0)) - int(self.counts.get("unchanged", 0))
+
 
 class ReplayItem(models.Model):
     """A chunk of a job: the fixture set's runs with ids first..last. A worker claims it

@@ -26,11 +26,17 @@ from reviewapp.models import (
     PolicyCandidate,
     PolicyVersion,
     ReplayJob,
+    RuleProposal,
     Ticket,
     TraceRecord,
 )
+from reviewapp.policy.candidates import (
+    candidate_of_draft,
+    candidate_of_proposal,
+    candidate_of_version,
+)
 from reviewapp.replay.fixtures import FixtureError, freeze_open_tickets, suite_sets
-from reviewapp.replay.jobs import job_start
+from reviewapp.replay.jobs import ReplayError, job_start
 
 LIVE = (ReplayJob.State.QUEUED, ReplayJob.State.RUNNING, ReplayJob.State.DONE)
 
@@ -121,3 +127,21 @@ def impact(
             job = job_start(fixture_set, candidate, user=user, reason=f"regression suite, {reason}")
         found.suite.append((fixture_set, job))
     return found
+
+
+def candidate_for(kind: str, number: int | None = None, *, user: Any = None) -> PolicyCandidate:
+    """The candidate a replay is asked for: "draft", ("version", N) or ("proposal", id);
+    ReplayError when there is no such thing."""
+    if kind == "draft":
+        return candidate_of_draft(user=user)
+    if kind == "version" and number is not None:
+        version = PolicyVersion.objects.filter(number=number).first()
+        if version is None:
+            raise ReplayError(f"no version v{number}")
+        return candidate_of_version(version, user=user)
+    if kind == "proposal" and number is not None:
+        proposal = RuleProposal.objects.filter(pk=number).first()
+        if proposal is None:
+            raise ReplayError(f"no proposal #{number}")
+        return candidate_of_proposal(proposal, user=user)
+    raise ReplayError(f"cannot replay under {kind}")

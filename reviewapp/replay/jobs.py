@@ -362,8 +362,3 @@ def job_progress(job: ReplayJob) -> Progress:
         failed=sum(state == ReplayItem.State.FAILED for state, _, _ in rows),
         counts=job.counts if job.state == ReplayJob.State.DONE else sum_counts(c for _, c in done),
     )
-
-
-def changed_groups(counts: dict[str, int]) -> int:
-    """Groups that changed in any way (whatever their flags)."""
-    return counts.get("groups", 0) - counts.get("unchanged", 0)

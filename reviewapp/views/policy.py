@@ -28,6 +28,7 @@ from reviewapp.policy.versions import (
 )
 from reviewapp.review.errors import TicketActionError
 from reviewapp.review.stamp import DataStamp, data_stamp
+from reviewapp.views.replay import impact_context
 
 VERSIONS_PER_PAGE = 20
 
@@ -221,6 +222,11 @@ def proposal_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "change_json": json.dumps(proposal.change, indent=2, ensure_ascii=False),
         "can_decide": can_decide,
         "form": DecisionForm(),
+        # Its impact (views.replay), asked for as the page loads: while it is undecided or
+        # waits in the draft, what it would change is what an approver needs to see.
+        "show_impact": proposal.state != RuleProposal.State.REJECTED
+        and proposal.published_in_id is None,
+        **impact_context(request, None, "proposal", pk),
     }
     return render(request, "policy/proposal.html", context)
 
@@ -264,6 +270,7 @@ def draft_view(request: HttpRequest) -> HttpResponse:
         "draft_json": json.dumps(draft, indent=2, ensure_ascii=False),
         "error": error,
         "form": PublishForm(),
+        **impact_context(request, None, "draft"),
     }
     return render(request, "policy/draft.html", context)
 
