@@ -17,6 +17,7 @@ from reviewapp.policy.versions import (
     policy_version_publish,
     proposal_decide,
 )
+from reviewapp.replay.demo import seed_demo_replay
 
 DEMO_USERS = (
     ("reviewer", REVIEWER),
@@ -78,6 +79,7 @@ class Command(BaseCommand):
             f"Demo corpus: {summary.lines:,} lines ({summary.accepted:,} new), "
             f"{summary.runs:,} runs judged, {summary.tickets:,} tickets opened."
         )
+        self.stdout.write(seed_demo_replay(reviewer=users[REVIEWER]))
         self._print_credentials(password)
 
     def _print_credentials(self, password: str) -> None:
