@@ -71,7 +71,8 @@ def job_start(
             item_count=-(-len(ids) // chunk),
             run_count=len(ids),
             counts=dict.fromkeys(COUNTS, 0),
-            hinted_at=timezone.now(),
+            # Not sent: beat's reconciler sends it to any worker there is, to help.
+            hinted_at=timezone.now() if send else None,
         )
         ReplayItem.objects.bulk_create(
             ReplayItem(
