@@ -7,12 +7,9 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
-from django.db import connection
 from django.db.models import Count
 
 from reviewapp.models import ReplayItem, ReplayJob, ReplayResult
@@ -20,56 +17,11 @@ from reviewapp.policy.candidates import candidate_of_proposal
 from reviewapp.replay.fixtures import freeze_open_tickets
 from reviewapp.replay.jobs import job_cancel, job_start
 from tests.ingest.test_worker import pool_children, wait_for
-from tests.paths import ROOT
 from tests.replay.conftest import propose_owner
 from tests.replay.helpers import engine_verdicts, recorded_state, replayed_verdicts
 from tests.seeding import desk_lines, ingest_lines
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
-LEASE_SECONDS = 4
-
-
-@pytest.fixture(scope="module")
-def worker(django_db_blocker, tmp_path_factory):
-    """A worker with two pool processes on the test database, short leases so that an item
-    whose process was killed is claimed again within seconds."""
-    assert os.environ.get("REDIS_URL"), (
-        "these tests need a real Redis: run them through scripts/test"
-    )
-    with django_db_blocker.unblock():
-        database = connection.settings_dict["NAME"]
-    base = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
-    log_path = tmp_path_factory.mktemp("replay-worker") / "worker.log"
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"{base}/{database}",
-        "DJANGO_SETTINGS_MODULE": "tests.settings",
-        "REPLAY_LEASE_SECONDS": str(LEASE_SECONDS),
-        "REPLAY_TASK_SECONDS": "15",
-    }
-    with log_path.open("w") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "reviewapp.celery", "worker", "--concurrency=2"]
-            + ["--loglevel=INFO", "--without-gossip", "--without-mingle"],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        wait_for(
-            lambda: "ready" in log_path.read_text() or process.poll() is not None,
-            60,
-            "the worker to start",
-        )
-        assert process.poll() is None, log_path.read_text()
-        yield process, log_path
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
 
 
 def start(tmp_path, reviewer, runs: int) -> ReplayJob:
