@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
 
 from reviewapp.models import guards
 
@@ -70,6 +69,7 @@ class FixtureRun(models.Model):
         on_delete=models.PROTECT,
         related_name="+",
         db_index=False,
+        db_constraint=False,
     )
 
     class Meta:
@@ -190,7 +190,8 @@ class ReplayItem(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["job", "seq"]
+        # By column: ordering by "job" would join the job (and a FOR UPDATE lock it too).
+        ordering = ["job_id", "seq"]
         constraints = [models.UniqueConstraint(fields=["job", "seq"], name="replay_item_once")]
         indexes = [models.Index(fields=["job", "state"], name="replay_item_job_state")]
 
@@ -199,8 +200,10 @@ class ReplayItem(models.Model):
 
 
 class ReplayResult(models.Model):
-    """One group of one run in a finished item: the recorded verdict (or finding) beside the
-    prospective one, and what changed. Written once per job, run and group (the database
+    """A group of a run that a finished item found changed (or whose open ticket the
+    prospective verdict settles): the recorded verdict (or finding) beside the prospective
+    one, and what changed. Unchanged groups are counted on the item; both sides of every
+    group stay in their judgements. Written once per job, run and group (the database
     refuses a second), never changed."""
 
     class Kind(models.TextChoices):
@@ -210,7 +213,12 @@ class ReplayResult(models.Model):
     job = models.ForeignKey(
         ReplayJob, on_delete=models.PROTECT, related_name="results", db_index=False
     )
-    run = models.ForeignKey("Run", on_delete=models.PROTECT, related_name="+", db_index=False)
+    # What the references below point at is never deleted (append-only rows; runs and
+    # tickets are kept for good), so the database is not asked to check each of the
+    # thousands a replay writes: its commit would take longer than writing them.
+    run = models.ForeignKey(
+        "Run", on_delete=models.PROTECT, related_name="+", db_index=False, db_constraint=False
+    )
     # The group's key: its ticket's key (review.opening.ticket_key), for a conflict or a finding.
     key = models.CharField(max_length=64)
     kind = models.CharField(max_length=10, choices=Kind.choices)
@@ -224,12 +232,25 @@ class ReplayResult(models.Model):
         on_delete=models.PROTECT,
         related_name="+",
         db_index=False,
+        db_constraint=False,
     )
     recorded_verdict = models.ForeignKey(
-        "Verdict", null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
+        "Verdict",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,
+        db_constraint=False,
     )
     recorded_finding = models.ForeignKey(
-        "Finding", null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
+        "Finding",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,
+        db_constraint=False,
     )
     prospective_judgement = models.ForeignKey(
         "Judgement",
@@ -238,12 +259,25 @@ class ReplayResult(models.Model):
         on_delete=models.PROTECT,
         related_name="+",
         db_index=False,
+        db_constraint=False,
     )
     prospective_verdict = models.ForeignKey(
-        "Verdict", null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
+        "Verdict",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,
+        db_constraint=False,
     )
     prospective_finding = models.ForeignKey(
-        "Finding", null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
+        "Finding",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,
+        db_constraint=False,
     )
     changed = models.BooleanField()
     newly_resolved = models.BooleanField()
@@ -257,7 +291,13 @@ class ReplayResult(models.Model):
     other_changed = models.BooleanField()
     # The group's ticket when replayed, and whether the prospective verdict settles it.
     ticket = models.ForeignKey(
-        "Ticket", null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
+        "Ticket",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,
+        db_constraint=False,
     )
     settles_ticket = models.BooleanField()
 
@@ -265,15 +305,6 @@ class ReplayResult(models.Model):
         triggers = guards.append_only()
         constraints = [
             models.UniqueConstraint(fields=["job", "run", "key"], name="replay_result_once")
-        ]
-        indexes = [
-            # A job's changed groups, in order, without reading its unchanged ones.
-            models.Index(
-                fields=["job", "id"], condition=Q(changed=True), name="replay_result_changed"
-            ),
-            models.Index(
-                fields=["job", "id"], condition=Q(settles_ticket=True), name="replay_result_settles"
-            ),
         ]
 
     def __str__(self) -> str:

@@ -4,8 +4,10 @@ A group is what a ticket is about: a (entity, field) verdict, or a finding kind.
 the comparison says what changed (COUNTS names the categories), whether the prospective
 verdict settles the group's open ticket (policy.settlements.settles: the same rule the
 proposal preview and the labels after publishing use), and feeds a digest of everything
-compared, so that the same replay always gives the same result hash. Nothing here reads
-or writes the database: callers bring both sides and store the rows."""
+compared, so that the same replay always gives the same result hash. Every group is
+counted; a result row is kept for each group that changed or settles its ticket (the
+drill-down from every count), while both sides of every group stay in their judgements.
+Nothing here reads or writes the database: callers bring both sides and store the rows."""
 
 from __future__ import annotations
 
@@ -67,8 +69,18 @@ class Said:
     value: Any
     unsafe: bool
 
-    def comparable(self) -> list[Any]:
-        return [self.kind, self.reason, self.rule, canonical(self.value), self.unsafe]
+    def comparable(self) -> str:
+        """Everything compared, in one string (unambiguous: fields apart by a separator
+        no value holds unescaped, values as canonical JSON)."""
+        return "\x1f".join(
+            (
+                self.kind,
+                self.reason or "",
+                self.rule or "",
+                plain(self.value),
+                "u" if self.unsafe else "",
+            )
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,13 +109,21 @@ class RunPair:
     run_id: str
     recorded: Side
     prospective: Side | None
-    # Its tickets: key -> (ticket id, kind, state).
-    tickets: dict[str, tuple[int, str, str]] = field(default_factory=dict)
+    # Its tickets by group, ("conflict", entity, field) or ("finding", kind) -> (ticket id,
+    # kind, state).
+    tickets: dict[tuple[str, str | None, str], tuple[int, str, str]] = field(default_factory=dict)
 
 
 def canonical(value: Any) -> str:
     """JSON with sorted keys: 1 and 1.0 are one value, 1 and true are not."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def plain(value: Any) -> str:
+    """canonical(), without its cost for the values verdicts mostly hold (strings)."""
+    if type(value) is str:
+        return '"' + value + '"' if value.isalnum() else canonical(value)
+    return "null" if value is None else canonical(value)
 
 
 def verdict_flags(recorded: Said | None, prospective: Said | None) -> dict[str, bool]:
@@ -117,7 +137,7 @@ def verdict_flags(recorded: Said | None, prospective: Said | None) -> dict[str, 
         and prospective is not None
         and was in SETTLED_KINDS
         and now in SETTLED_KINDS
-        and canonical(recorded.value) != canonical(prospective.value)
+        and plain(recorded.value) != plain(prospective.value)
     )
     flags["newly_unsafe"] = bool(prospective and prospective.unsafe) and not (
         recorded and recorded.unsafe
@@ -148,7 +168,8 @@ def finding_flags(recorded: Found | None, prospective: Found | None) -> dict[str
 
 @dataclass(slots=True)
 class Compared:
-    """What comparing some runs gave: result rows (RESULT_COLUMNS), counts, and a digest."""
+    """What comparing some runs gave: result rows (RESULT_COLUMNS) of the groups that
+    changed or settle their ticket, counts of every group, and a digest of every group."""
 
     rows: list[tuple[Any, ...]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTS, 0))
@@ -166,7 +187,7 @@ def compare_runs(job_id: int, pairs: Iterable[RunPair]) -> Compared:
         out.counts["runs"] += 1
         if pair.prospective is None:
             out.counts["runs_missing"] += 1
-            out.digest.update(canonical([pair.run_id, "missing"]).encode() + b"\n")
+            out.digest.update(f"{pair.run_id}\x1emissing\n".encode())
             continue
         _compare_verdicts(job_id, pair, pair.prospective, out)
         _compare_findings(job_id, pair, pair.prospective, out)
@@ -178,25 +199,28 @@ def _compare_verdicts(job_id: int, pair: RunPair, prospective: Side, out: Compar
     groups = list(prospective.verdicts) + [
         g for g in recorded.verdicts if g not in prospective.verdicts
     ]
-    for entity, field_name in groups:
-        was, now = (
-            recorded.verdicts.get((entity, field_name)),
-            prospective.verdicts.get((entity, field_name)),
-        )
-        key = ticket_key("conflict", entity, field_name)
-        ticket = pair.tickets.get(key)
+    for group in groups:
+        was, now = recorded.verdicts.get(group), prospective.verdicts.get(group)
+        entity, field_name = group
+        ticket = pair.tickets.get(("conflict", entity, field_name))
         settled = ticket is not None and settles(ticket[1], ticket[2], now.kind if now else None)
+        if was is not None and now is not None and not settled:
+            seen = was.comparable()
+            if seen == now.comparable():
+                # Unchanged (most groups): counted and digested, nothing else to do.
+                _unchanged(out, pair.run_id, f"{entity}\x1f{field_name}", seen)
+                continue
         _add(
             out,
             job_id,
             pair,
-            key,
+            ("conflict", entity, field_name),
             ("verdict", entity, field_name, ""),
             (was.id if was else None, None, now.id if now else None, None),
             verdict_flags(was, now),
             ticket,
             settled,
-            [was.comparable() if was else None, now.comparable() if now else None],
+            (was.comparable() if was else "-", now.comparable() if now else "-"),
         )
 
 
@@ -207,41 +231,60 @@ def _compare_findings(job_id: int, pair: RunPair, prospective: Side, out: Compar
     ]
     for kind in kinds:
         was, now = recorded.findings.get(kind), prospective.findings.get(kind)
-        key = ticket_key("finding", kind)
         _add(
             out,
             job_id,
             pair,
-            key,
+            ("finding", None, kind),
             ("finding", None, "", kind),
             (None, was.id if was else None, None, now.id if now else None),
             finding_flags(was, now),
-            pair.tickets.get(key),
+            pair.tickets.get(("finding", None, kind)),
             False,
-            [list(was.evidence) if was else None, list(now.evidence) if now else None],
+            ("\x1f".join(was.evidence) if was else "-", "\x1f".join(now.evidence) if now else "-"),
         )
+
+
+def _unchanged(out: Compared, run_id: str, group: str, said: str) -> None:
+    counts = out.counts
+    counts["groups"] += 1
+    counts["unchanged"] += 1
+    out.digest.update("\x1e".join((run_id, group, said, said, "")).encode() + b"\n")
 
 
 def _add(
     out: Compared,
     job_id: int,
     pair: RunPair,
-    key: str,
+    ticket_group: tuple[str, str | None, str],
     group: tuple[str, str | None, str, str],
     ids: tuple[int | None, int | None, int | None, int | None],
     flags: dict[str, bool],
     ticket: tuple[int, str, str] | None,
     settled: bool,
-    sides: list[Any],
+    sides: tuple[str, str],
 ) -> None:
     changed = any(flags.values())
     recorded_verdict, recorded_finding, prospective_verdict, prospective_finding = ids
     assert pair.prospective is not None
+    counts = out.counts
+    counts["groups"] += 1
+    counts["unchanged"] += not changed
+    for name, on in flags.items():
+        counts[name] += on
+    counts["tickets_settled"] += settled
+    kind, entity, name = ticket_group
+    label = f"{name}" if kind == "finding" else f"{entity}\x1f{name}"
+    out.digest.update(
+        "\x1e".join((pair.run_id, label, *sides, "s" if settled else "")).encode() + b"\n"
+    )
+    if not changed and not settled:
+        return
     out.rows.append(
         (
             job_id,
             pair.run_pk,
-            key,
+            ticket_key("finding", name) if kind == "finding" else ticket_key(kind, entity, name),
             *group,
             pair.recorded.judgement_id,
             recorded_verdict,
@@ -255,13 +298,6 @@ def _add(
             settled,
         )
     )
-    counts = out.counts
-    counts["groups"] += 1
-    counts["unchanged"] += not changed
-    for name, on in flags.items():
-        counts[name] += on
-    counts["tickets_settled"] += settled
-    out.digest.update(canonical([pair.run_id, key, *sides, settled]).encode() + b"\n")
 
 
 def sum_counts(parts: Iterable[dict[str, int]]) -> dict[str, int]:

@@ -118,7 +118,7 @@ def claim_next(job_id: int, token: str) -> ReplayItem | None:
             if state not in ACTIVE:
                 return None
             item = (
-                ReplayItem.objects.select_for_update(skip_locked=True)
+                ReplayItem.objects.select_for_update(skip_locked=True, of=("self",))
                 .filter(job_id=job_id)
                 .filter(
                     Q(state=ReplayItem.State.QUEUED)

@@ -20,10 +20,9 @@ from reviewapp.models import (
 from reviewapp.replay.compare import COUNTS, FLAGS
 from reviewapp.replay.jobs import job_progress
 
-# What a count links to: each flag, and these.
+# What a count links to: each flag, and these (unchanged groups are counted, not kept).
 CATEGORIES = {
     "changed": "changed in any way",
-    "unchanged": "unchanged",
     "settled": "open tickets it would settle",
     **FLAGS,
 }
@@ -44,8 +43,6 @@ def results_in(job: ReplayJob, category: str) -> QuerySet[ReplayResult]:
     results = ReplayResult.objects.filter(job=job)
     if category == "changed":
         results = results.filter(changed=True)
-    elif category == "unchanged":
-        results = results.filter(changed=False)
     elif category == "settled":
         results = results.filter(settles_ticket=True)
     elif category in FLAGS:
@@ -60,7 +57,7 @@ def results_in(job: ReplayJob, category: str) -> QuerySet[ReplayResult]:
         "prospective_verdict",
         "recorded_finding",
         "prospective_finding",
-    ).order_by("id")
+    ).order_by("run_id", "key")  # the order of their unique index: no sorting
 
 
 def flags_of(result: ReplayResult) -> list[str]:
@@ -191,7 +188,7 @@ def count_rows(counts: dict[str, int]) -> list[tuple[str, str, int]]:
     """(category, what it is called, how many) for every count a job page links from."""
     rows = [
         ("changed", CATEGORIES["changed"], counts.get("groups", 0) - counts.get("unchanged", 0)),
-        ("unchanged", CATEGORIES["unchanged"], counts.get("unchanged", 0)),
+        ("unchanged", "unchanged", counts.get("unchanged", 0)),
         ("settled", CATEGORIES["settled"], counts.get("tickets_settled", 0)),
     ]
     return rows + [(name, label, counts.get(name, 0)) for name, label in FLAGS.items()]

@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from functools import lru_cache
+from typing import Any
 
-from django.db import transaction
+import msgspec
+from django.db import connection, transaction
 from django.utils import timezone
 
 from reviewapp.engine import Policy
@@ -29,7 +31,6 @@ from reviewapp.models import (
     ReplayItem,
     ReplayJob,
     ReplayResult,
-    Run,
     Ticket,
     Verdict,
 )
@@ -44,6 +45,8 @@ from reviewapp.replay.compare import (
     compare_runs,
 )
 
+_decode = msgspec.json.Decoder().decode
+
 
 @lru_cache(maxsize=32)
 def _policy(candidate_id: int) -> Policy:
@@ -55,9 +58,11 @@ def item_process(item_id: int, token: str) -> bool:
     """Process an item this worker claimed (`token`); False when it is no longer ours (its
     lease ran out and someone else took it) or its job was cancelled meanwhile."""
     with transaction.atomic():
+        # Its own row only (of="self"): a lock on the job would make workers wait in turn.
         item = (
-            ReplayItem.objects.select_for_update()
+            ReplayItem.objects.select_for_update(of=("self",))
             .filter(pk=item_id, state=ReplayItem.State.RUNNING, claimed_by=token)
+            .order_by("pk")
             .first()
         )
         if item is None:
@@ -89,28 +94,51 @@ def compare_item(job: ReplayJob, item: ReplayItem) -> Compared:
             id__lte=item.last_fixture_run_id,
         )
         .order_by("id")
-        .values_list("run_id", "through_record_id", "recorded_judgement_id")
+        .values_list("run_id", "through_record_id", "recorded_judgement_id", "run__run_id")
     )
-    pins = {run_pk: through for run_pk, through, _ in pinned}
+    pins = {run_pk: through for run_pk, through, _, _ in pinned}
     prospective = prospective_sides(job.candidate, pins)
-    recorded = sides_of([judgement for _, _, judgement in pinned if judgement is not None])
-    tickets: dict[int, dict[str, tuple[int, str, str]]] = defaultdict(dict)
-    for run_pk, key, ticket_id, kind, state in Ticket.objects.filter(run_id__in=pins).values_list(
-        "run_id", "key", "id", "kind", "state"
-    ):
-        tickets[run_pk][key] = (ticket_id, kind, state)
-    names = dict(Run.objects.filter(pk__in=pins).values_list("pk", "run_id"))
+    recorded = sides_of([judgement for _, _, judgement, _ in pinned if judgement is not None])
+    tickets = tickets_of(list(pins))
     pairs = (
         RunPair(
             run_pk,
-            names[run_pk],
+            run_id,
             recorded.get(judgement, Side()) if judgement is not None else Side(),
             prospective.get(run_pk),
             tickets[run_pk],
         )
-        for run_pk, _, judgement in pinned
+        for run_pk, _, judgement, run_id in pinned
     )
     return compare_runs(job.pk, pairs)
+
+
+def tickets_of(
+    run_pks: list[int],
+) -> dict[int, dict[tuple[str, str | None, str], tuple[int, str, str]]]:
+    """The runs' tickets by group: ("conflict", entity, field) or ("finding", None, kind)."""
+    found: dict[int, dict[tuple[str, str | None, str], tuple[int, str, str]]] = defaultdict(dict)
+    among, params = _in("run_id", run_pks)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT run_id, kind, entity, field, finding_kind, id, state "
+            f"FROM {Ticket._meta.db_table} WHERE {among}",
+            params,
+        )
+        for run_pk, kind, entity, name, finding_kind, ticket_id, state in cursor:
+            group = (
+                (kind, None, finding_kind) if kind == Ticket.Kind.FINDING else (kind, entity, name)
+            )
+            found[run_pk][group] = (ticket_id, kind, state)
+    return found
+
+
+def _in(column: str, values: list[Any]) -> tuple[str, list[Any]]:
+    """`column` among `values`: one array parameter on PostgreSQL (a statement with 500
+    placeholders costs more to send than to run), a list of them elsewhere."""
+    if connection.vendor == "postgresql":
+        return f"{column} = ANY(%s)", [list(values)]
+    return f"{column} IN ({', '.join(['%s'] * len(values)) or 'NULL'})", list(values)
 
 
 def prospective_sides(candidate: PolicyCandidate, pins: dict[int, int]) -> dict[int, Side]:
@@ -152,30 +180,48 @@ def prospective_sides(candidate: PolicyCandidate, pins: dict[int, int]) -> dict[
 
 def _kept_judgements(candidate: PolicyCandidate, pins: dict[int, int]) -> dict[int, int]:
     """Replay judgements stored before under this candidate at exactly these pins."""
-    rows = Judgement.objects.filter(
-        run_id__in=list(pins), purpose=REPLAY, candidate=candidate
-    ).values_list("run_id", "through_record_id", "id")
+    among, params = _in("run_id", list(pins))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT run_id, through_record_id, id FROM {Judgement._meta.db_table} "
+            f"WHERE {among} AND purpose = %s AND candidate_id = %s",
+            [*params, REPLAY, candidate.pk],
+        )
+        rows = cursor.fetchall()
     return {
         run_pk: judgement_id for run_pk, through, judgement_id in rows if pins[run_pk] == through
     }
 
 
 def sides_of(judgement_ids: Iterable[int]) -> dict[int, Side]:
-    """Stored judgements' verdicts and findings, by judgement id."""
+    """Stored judgements' verdicts and findings, by judgement id. Read as text and decoded
+    here (msgspec): the ORM's JSON decoding costs more than the rest of the read."""
     ids = sorted(set(judgement_ids))
     sides = {judgement_id: Side(judgement_id) for judgement_id in ids}
     if not ids:
         return sides
-    verdicts = Verdict.objects.filter(judgement_id__in=ids).values_list(
-        "judgement_id", "id", "entity", "field", "kind", "reason", "rule", "value", "unsafe"
-    )
-    for judgement_id, verdict_id, entity, field_name, kind, reason, rule, value, unsafe in verdicts:
-        sides[judgement_id].verdicts[(entity, field_name)] = Said(
-            verdict_id, kind, reason, rule, value, unsafe
+    verdicts, findings = Verdict._meta.db_table, Finding._meta.db_table
+    among, params = _in("judgement_id", ids)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT judgement_id, id, entity, field, kind, reason, rule, value, unsafe "
+            f"FROM {verdicts} WHERE {among}",
+            params,
         )
-    findings = Finding.objects.filter(judgement_id__in=ids).values_list(
-        "judgement_id", "id", "kind", "evidence"
-    )
-    for judgement_id, finding_id, kind, evidence in findings:
-        sides[judgement_id].findings[kind] = Found(finding_id, tuple(evidence))
+        for judgement_id, verdict_id, entity, name, kind, reason, rule, value, unsafe in cursor:
+            sides[judgement_id].verdicts[(entity, name)] = Said(
+                verdict_id, kind, reason, rule, _json(value), bool(unsafe)
+            )
+        cursor.execute(
+            f"SELECT judgement_id, id, kind, evidence FROM {findings} WHERE {among}", params
+        )
+        for judgement_id, finding_id, kind, evidence in cursor:
+            sides[judgement_id].findings[kind] = Found(finding_id, tuple(_json(evidence)))
     return sides
+
+
+def _json(text: Any) -> Any:
+    # A JSON column as the driver gives it: text (the ORM's way on PostgreSQL and SQLite).
+    if text is None or not isinstance(text, str | bytes):
+        return text
+    return _decode(text)

@@ -54,15 +54,57 @@ def engine_verdicts(job: ReplayJob) -> dict[tuple[int, str | None, str], tuple]:
     }
 
 
-def replayed_verdicts(job: ReplayJob) -> dict[tuple[int, str | None, str], tuple]:
-    """What the job stored as prospective, group by group."""
-    ids = ReplayResult.objects.filter(job=job, kind="verdict").values_list(
-        "prospective_verdict_id", flat=True
+def recorded_verdicts(job: ReplayJob) -> dict[tuple[int, str | None, str], tuple]:
+    """What was recorded for the job's pinned runs (their recorded judgements' verdicts)."""
+    judgements = FixtureRun.objects.filter(fixture_set=job.fixture_set).values_list(
+        "recorded_judgement_id", flat=True
     )
     return {
         (v.run_id, v.entity, v.field): (v.kind, v.reason, v.rule, v.value, v.unsafe)
-        for v in Verdict.objects.filter(pk__in=[i for i in ids if i is not None])
+        for v in Verdict.objects.filter(judgement_id__in=list(judgements))
     }
+
+
+def replayed_verdicts(job: ReplayJob) -> dict[tuple[int, str | None, str], tuple]:
+    """What the job stored as prospective, group by group: its candidate's replay
+    judgements at the fixture set's pins."""
+    pins = dict(
+        FixtureRun.objects.filter(fixture_set=job.fixture_set).values_list(
+            "run_id", "through_record_id"
+        )
+    )
+    judgements = [
+        pk
+        for pk, run_pk, through in Judgement.objects.filter(
+            purpose="replay", candidate=job.candidate, run_id__in=list(pins)
+        ).values_list("pk", "run_id", "through_record_id")
+        if pins[run_pk] == through
+    ]
+    assert len(judgements) == len(pins), "a pinned run without its replay judgement"
+    return {
+        (v.run_id, v.entity, v.field): (v.kind, v.reason, v.rule, v.value, v.unsafe)
+        for v in Verdict.objects.filter(judgement_id__in=judgements)
+    }
+
+
+def changed_groups(job: ReplayJob) -> set[tuple[int, str | None, str]]:
+    """The groups whose verdict the engine, judging here, finds changed from the recorded."""
+    engine, recorded = engine_verdicts(job), recorded_verdicts(job)
+    return {
+        group
+        for group in engine.keys() | recorded.keys()
+        if engine.get(group) != recorded.get(group)
+    }
+
+
+def result_groups(job: ReplayJob) -> list[tuple[int, str | None, str]]:
+    """The groups the job kept as changed, once each as written (a list: doubles would show)."""
+    return [
+        (run_pk, entity, field)
+        for run_pk, entity, field in ReplayResult.objects.filter(
+            job=job, kind="verdict", changed=True
+        ).values_list("run_id", "entity", "field")
+    ]
 
 
 def replay_judgements() -> int:

@@ -10,15 +10,20 @@ import signal
 import time
 
 import pytest
-from django.db.models import Count
 
-from reviewapp.models import ReplayItem, ReplayJob, ReplayResult
+from reviewapp.models import ReplayItem, ReplayJob
 from reviewapp.policy.candidates import candidate_of_proposal
 from reviewapp.replay.fixtures import freeze_open_tickets
 from reviewapp.replay.jobs import job_cancel, job_start
 from tests.ingest.test_worker import pool_children, wait_for
 from tests.replay.conftest import propose_owner
-from tests.replay.helpers import engine_verdicts, recorded_state, replayed_verdicts
+from tests.replay.helpers import (
+    changed_groups,
+    engine_verdicts,
+    recorded_state,
+    replayed_verdicts,
+    result_groups,
+)
 from tests.seeding import desk_lines, ingest_lines
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -44,16 +49,14 @@ def finished(job: ReplayJob, timeout: float) -> ReplayJob:
 
 
 def assert_each_group_once(job: ReplayJob) -> None:
+    """Every group judged as the engine judges it here, every changed one kept once."""
     expected = engine_verdicts(job)
     assert replayed_verdicts(job) == expected  # none missing, each as the engine says
-    doubled = (
-        ReplayResult.objects.filter(job=job)
-        .values("run", "key")
-        .annotate(n=Count("id"))
-        .filter(n__gt=1)
-    )
-    assert not doubled.exists()
-    assert ReplayResult.objects.filter(job=job).count() == job.counts["groups"] == len(expected)
+    assert job.counts["groups"] == len(expected)
+    kept = result_groups(job)
+    assert len(kept) == len(set(kept))  # none twice
+    assert set(kept) == changed_groups(job)  # none missing
+    assert job.counts["groups"] - job.counts["unchanged"] == len(kept)
 
 
 def test_workers_find_what_the_engine_says_and_change_nothing_recorded(
