@@ -101,6 +101,20 @@ def _fresh(job: ReplayJob, stamp: str, now: datetime) -> bool:
     return job.fixture_set.stamp == stamp and young
 
 
+def _snapshot(stamp: str, now: datetime) -> FixtureSet | None:
+    """A snapshot of the desk as it is now that another candidate's impact took already:
+    every proposal and the draft are then compared on the same runs."""
+    return (
+        FixtureSet.objects.filter(
+            origin=FixtureSet.Origin.OPEN_TICKETS,
+            stamp=stamp,
+            created_at__gte=now - timedelta(seconds=settings.REPLAY_SNAPSHOT_SECONDS),
+        )
+        .order_by("-id")
+        .first()
+    )
+
+
 def impact(
     candidate: PolicyCandidate, *, user: Any = None, start: bool = False, again: bool = False
 ) -> Impact:
@@ -114,7 +128,8 @@ def impact(
         found.open_tickets = latest
     elif start:
         try:
-            snapshot = freeze_open_tickets(user=user, stamp=stamp)
+            snapshot = None if again else _snapshot(stamp, now)
+            snapshot = snapshot or freeze_open_tickets(user=user, stamp=stamp)
         except FixtureError:
             found.note = "No ticket is open: there is nothing on the desk to settle."
         else:

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from reviewapp.models import ProspectiveSettlement, ReplayJob, ReplayResult, Ticket
+from reviewapp.models import (
+    FixtureSet,
+    ProspectiveSettlement,
+    ReplayJob,
+    ReplayResult,
+    Ticket,
+)
 from reviewapp.policy.candidates import candidate_of_draft, candidate_of_proposal
 from reviewapp.policy.settlements import settlements_label
 from reviewapp.policy.versions import policy_version_publish, proposal_decide
@@ -104,3 +110,12 @@ def test_nothing_open_nothing_to_settle(small_desk, reviewer):
     Ticket.objects.update(state="closed")
     found = impact(candidate_of_draft(), user=reviewer, start=True)
     assert found.open_tickets is None and "No ticket is open" in found.note
+
+
+def test_candidates_share_the_snapshot_of_an_unchanged_desk(small_desk, reviewer):
+    proposal = candidate_of_proposal(propose_owner(reviewer))
+    draft = candidate_of_draft(user=reviewer)
+    first = impact(proposal, user=reviewer, start=True).open_tickets
+    second = impact(draft, user=reviewer, start=True).open_tickets
+    assert first != second and first.fixture_set == second.fixture_set
+    assert FixtureSet.objects.filter(origin="open-tickets").count() == 1
