@@ -51,6 +51,7 @@ urlpatterns = [
     path("tickets/<int:ticket_id>/reopen/", review.ticket_reopen, name="ticket-reopen"),
     # Replay: fixture sets, jobs, what they found, and the impact of a proposal or the draft
     path("replay/", replay.job_list, name="replay-jobs"),
+    path("replay/open-tickets/", replay.open_tickets_replay, name="replay-open-tickets"),
     path("replay/jobs/<int:pk>/", replay.job_detail, name="replay-job"),
     path("replay/jobs/<int:pk>/progress/", replay.job_progress_view, name="replay-progress"),
     path("replay/jobs/<int:pk>/cancel/", replay.job_cancel_view, name="replay-cancel"),

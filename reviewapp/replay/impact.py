@@ -115,6 +115,16 @@ def _snapshot(stamp: str, now: datetime) -> FixtureSet | None:
     )
 
 
+def replay_open_tickets(
+    candidate: PolicyCandidate, *, user: Any = None, send: bool = True, reason: str = ""
+) -> ReplayJob:
+    """A replay of every open ticket (a snapshot of the desk as it is now, shared with any
+    taken since it last changed) under the candidate; FixtureError when none is open."""
+    stamp, now = desk_stamp(), timezone.now()
+    snapshot = _snapshot(stamp, now) or freeze_open_tickets(user=user, stamp=stamp)
+    return job_start(snapshot, candidate, user=user, send=send, reason=reason)
+
+
 def impact(
     candidate: PolicyCandidate, *, user: Any = None, start: bool = False, again: bool = False
 ) -> Impact:

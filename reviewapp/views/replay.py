@@ -22,13 +22,16 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HTMX_STOP_POLLING
 
 from reviewapp.accounts.roles import RUN_REPLAY
+from reviewapp.engine import PolicyError
+from reviewapp.forms.replay import ReplayForm
 from reviewapp.ingest.workers import silent_since
-from reviewapp.models import PolicyCandidate, ReplayJob, ReplayResult, RuleProposal
+from reviewapp.models import PolicyCandidate, PolicyVersion, ReplayJob, ReplayResult, RuleProposal
 from reviewapp.policy.candidates import candidate_of_draft, candidate_of_proposal
 from reviewapp.replay import results
 from reviewapp.replay.compare import FLAGS
-from reviewapp.replay.impact import Impact, impact
-from reviewapp.replay.jobs import job_cancel, job_progress, job_retry
+from reviewapp.replay.fixtures import FixtureError
+from reviewapp.replay.impact import Impact, candidate_for, impact, replay_open_tickets
+from reviewapp.replay.jobs import ReplayError, job_cancel, job_progress, job_retry
 from reviewapp.views.htmx import HtmxHttpRequest
 
 JOBS_PER_PAGE = 25
@@ -56,8 +59,43 @@ def job_list(request: HttpRequest) -> HttpResponse:
         "state": state,
         "states": ReplayJob.State.values,
         "query": f"state={state}" if state else "",
+        "can_run": request.user.has_perm(RUN_REPLAY),
+        "policy_choices": policy_choices() if request.user.has_perm(RUN_REPLAY) else [],
     }
     return render(request, "replay/jobs.html", context)
+
+
+@require_POST
+@permission_required(RUN_REPLAY, raise_exception=True)
+def open_tickets_replay(request: HttpRequest) -> HttpResponse:
+    """Every open ticket, as the desk is now, replayed under the policy chosen."""
+    form = ReplayForm(request.POST)
+    try:
+        if not form.is_valid():
+            raise ReplayError("choose what to replay under")
+        candidate = candidate_for(*form.choice(), user=request.user)
+        job = replay_open_tickets(candidate, user=request.user, reason="every open ticket")
+    except (ReplayError, FixtureError, PolicyError, ValueError) as exc:
+        messages.error(request, f"Not started: {exc}.")
+        return redirect("replay-jobs")
+    return redirect("replay-job", pk=job.pk)
+
+
+def policy_choices() -> list[tuple[str, str]]:
+    """What a replay can be under: the draft, a proposal applied to it, a version."""
+    numbers = list(PolicyVersion.objects.values_list("number", flat=True)[:50])
+    proposals = RuleProposal.objects.filter(
+        state__in=(RuleProposal.State.PENDING, RuleProposal.State.APPROVED),
+        published_in__isnull=True,
+    ).values_list("pk", "sentence")[:50]
+    return (
+        [("draft", "the draft (every approved proposal applied)")]
+        + [
+            (f"proposal-{pk}", f"the draft with proposal #{pk}: {text[:80]}")
+            for pk, text in proposals
+        ]
+        + [(f"v{number}", f"v{number}") for number in numbers]
+    )
 
 
 def _progress_context(request: HttpRequest, job: ReplayJob) -> dict:

@@ -24,7 +24,7 @@ from reviewapp.forms.replay import (
     ReplayForm,
     SharedFixtureForm,
 )
-from reviewapp.models import FixtureRun, FixtureSet, PolicyVersion, ReplayJob, RuleProposal, Ticket
+from reviewapp.models import FixtureRun, FixtureSet, PolicyVersion, ReplayJob, Ticket
 from reviewapp.replay import fixtures
 from reviewapp.replay.exports import Export, redaction_keys
 from reviewapp.replay.files import freeze_fixture_file, shared_fixtures
@@ -32,6 +32,7 @@ from reviewapp.replay.fixtures import FixtureError
 from reviewapp.replay.impact import candidate_for
 from reviewapp.replay.jobs import ReplayError, job_start
 from reviewapp.review.queue import queue_filters
+from reviewapp.views.replay import policy_choices
 
 SETS_PER_PAGE = 25
 RUNS_PER_PAGE = 50
@@ -160,18 +161,6 @@ def _freeze_file(
     return redirect("replay-fixture", pk=made.pk)
 
 
-def _policy_choices(numbers: list[int]) -> list[tuple[str, str]]:
-    choices = [("draft", "the draft (every approved proposal applied)")]
-    choices += [
-        (f"proposal-{pk}", f"the draft with proposal #{pk}: {sentence[:80]}")
-        for pk, sentence in RuleProposal.objects.filter(
-            state__in=(RuleProposal.State.PENDING, RuleProposal.State.APPROVED),
-            published_in__isnull=True,
-        ).values_list("pk", "sentence")[:50]
-    ]
-    return choices + [(f"v{number}", f"v{number}") for number in numbers]
-
-
 @require_GET
 def fixture_detail(request: HttpRequest, pk: int) -> HttpResponse:
     fixture_set = get_object_or_404(
@@ -186,15 +175,14 @@ def fixture_detail(request: HttpRequest, pk: int) -> HttpResponse:
     jobs = ReplayJob.objects.filter(fixture_set=fixture_set).select_related(
         "candidate", "started_by"
     )
-    numbers = list(PolicyVersion.objects.values_list("number", flat=True)[:50])
+    choices = policy_choices()
+    latest = next((int(value[1:]) for value, _ in choices if value.startswith("v")), 0)
     context = {
         "fixture_set": fixture_set,
         "page": runs,
         "jobs": jobs[:JOBS_SHOWN],
-        "policy_choices": _policy_choices(numbers),
-        "export_form": ExportForm(
-            initial={"version": numbers[0] if numbers else 0, "part": "bundle"}
-        ),
+        "policy_choices": choices,
+        "export_form": ExportForm(initial={"version": latest, "part": "bundle"}),
         "can_run": request.user.has_perm(RUN_REPLAY),
     }
     return render(request, "replay/fixture.html", context)

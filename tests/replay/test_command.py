@@ -109,3 +109,12 @@ def test_what_cannot_be_replayed_exits_2_with_one_line(capsys, sets, args, messa
     code, _, err = replay(capsys, *args)
     assert code == 2
     assert err == f"replay: {message}\n"
+
+
+def test_every_open_ticket_under_a_proposal(capsys, sets, reviewer):
+    proposal = propose_owner(reviewer)
+    code, out, _ = replay(capsys, "--open-tickets", "--policy", f"proposal-{proposal.pk}", "--json")
+    [job] = json.loads(out)["jobs"]
+    assert code == 0
+    assert job["fixtureSet"]["origin"] == "open-tickets" and job["fixtureSet"]["runs"] == 25
+    assert job["counts"]["tickets_settled"] == 17

@@ -199,6 +199,7 @@ def test_a_file_and_a_queue_filter_are_frozen_from_the_browser(client, reviewer,
         ("replay-cancel", ["JOB"], {}),
         ("replay-retry", ["JOB"], {}),
         ("replay-impact-draft", [], {}),
+        ("replay-open-tickets", [], {"policy": "draft"}),
     ],
 )
 def test_viewers_read_and_change_nothing_and_anonymous_visitors_log_in(
@@ -303,3 +304,20 @@ def test_list_and_detail_pages_run_a_bounded_number_of_queries(
         with django_assert_max_num_queries(most):
             response = client.get(url)
         assert response.status_code in (200, HTMX_STOP_POLLING), url
+
+
+def test_every_open_ticket_is_replayed_from_the_jobs_page(client, reviewer, small_desk):
+    proposal = propose_owner(reviewer)
+    client.force_login(reviewer)
+    page = client.get(reverse("replay-jobs")).content.decode()
+    assert f'value="proposal-{proposal.pk}"' in page and 'id="open-tickets-form"' in page
+    response = client.post(reverse("replay-open-tickets"), {"policy": f"proposal-{proposal.pk}"})
+    job = ReplayJob.objects.get()
+    assert response["Location"] == reverse("replay-job", args=[job.pk])
+    assert (job.fixture_set.origin, job.run_count, job.reason) == (
+        "open-tickets",
+        25,
+        "every open ticket",
+    )
+    refused = client.post(reverse("replay-open-tickets"), {"policy": "v7"}, follow=True)
+    assert "Not started: no version v7." in refused.content.decode()

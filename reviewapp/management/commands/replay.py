@@ -1,6 +1,7 @@
 """manage.py replay FIXTURE_SET --policy VERSION|FILE [--json]: judge a fixture set again
 under a version (v3), the draft, a proposal applied to it (proposal-12) or a policy file,
-prospectively, for scripts and CI.
+prospectively, for scripts and CI. --suite: every set in the regression suite;
+--open-tickets: every open ticket's run, as the desk is now.
 
 The command works on the job itself, through the functions workers run (no worker needed;
 --workers sends it to them and follows it instead). A progress bar on a terminal; a summary
@@ -23,8 +24,8 @@ from reviewapp.engine import PolicyError
 from reviewapp.management.commands.ingest import ProgressBar
 from reviewapp.models import FixtureSet, PolicyCandidate, ReplayJob
 from reviewapp.policy.candidates import candidate_of_file
-from reviewapp.replay.fixtures import in_suite, suite_sets
-from reviewapp.replay.impact import candidate_for
+from reviewapp.replay.fixtures import FixtureError, in_suite, suite_sets
+from reviewapp.replay.impact import candidate_for, replay_open_tickets
 from reviewapp.replay.jobs import ReplayError, job_progress, job_start, job_work
 from reviewapp.replay.results import count_rows, job_json, prospective_label
 
@@ -43,6 +44,11 @@ class Command(BaseCommand):
             "--suite", action="store_true", help="every fixture set in the regression suite"
         )
         parser.add_argument(
+            "--open-tickets",
+            action="store_true",
+            help="every open ticket's run, as the desk is now (a snapshot)",
+        )
+        parser.add_argument(
             "--strict", action="store_true", help="exit 1 when anything changed, in any set"
         )
         parser.add_argument(
@@ -52,11 +58,17 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         try:
-            sets = self._sets(options["fixture_set"], options["suite"])
             candidate = self._candidate(options["policy"])
-        except (ReplayError, PolicyError, OSError, ValueError) as exc:
+            if options["open_tickets"]:
+                job = replay_open_tickets(
+                    candidate, send=options["workers"], reason="manage.py replay"
+                )
+                sets, jobs = [job.fixture_set], [self._follow(job, options)]
+            else:
+                sets = self._sets(options["fixture_set"], options["suite"])
+                jobs = [self._replay(fixture_set, candidate, options) for fixture_set in sets]
+        except (ReplayError, FixtureError, PolicyError, OSError, ValueError) as exc:
             self._fail(str(exc))
-        jobs = [self._replay(fixture_set, candidate, options) for fixture_set in sets]
         changed = False
         for fixture_set, job in zip(sets, jobs, strict=True):
             if job.state != ReplayJob.State.DONE:
@@ -110,7 +122,11 @@ class Command(BaseCommand):
             reason="manage.py replay",
             send=options["workers"],
         )
-        bar = ProgressBar(f"{fixture_set.name} under {candidate.label}")
+        return self._follow(job, options)
+
+    def _follow(self, job: ReplayJob, options) -> ReplayJob:
+        """Work on the job here (or wait for the workers), with a bar on a terminal."""
+        bar = ProgressBar(f"{job.fixture_set.name} under {job.candidate.label}")
 
         def report() -> None:
             progress = job_progress(job)
