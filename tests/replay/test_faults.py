@@ -15,7 +15,12 @@ from reviewapp.replay.fixtures import freeze_open_tickets
 from reviewapp.replay.jobs import job_start
 from tests.reliability.stack import Stack, wait_for
 from tests.replay.conftest import propose_owner
-from tests.replay.test_worker import assert_each_group_once, done_items, finished
+from tests.replay.test_worker import (
+    assert_each_group_once,
+    done_items,
+    finished,
+    running_holder,
+)
 from tests.seeding import desk_lines, ingest_lines
 
 pytestmark = [pytest.mark.reliability, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -60,6 +65,7 @@ def test_the_whole_worker_killed_and_restarted_finishes_every_item_once(
     # job whose message was lost.
     job = job_start(freeze_open_tickets(user=reviewer), candidate, user=reviewer, send=False)
     wait_for(lambda: done_items(job) >= job.item_count // 4, 120, "a quarter of the items")
+    wait_for(lambda: running_holder(job), 30, "an item being judged")
     held = ReplayItem.objects.filter(job=job, state="running").count()
     stack.processes["worker"].kill()  # SIGKILL to its process group: the pool goes too
     killed_at = time.monotonic()
