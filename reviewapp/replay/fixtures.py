@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -228,7 +229,8 @@ def freeze_open_tickets(*, user: Any = None, stamp: str = "") -> FixtureSet:
     the desk, for the impact a proposal or the draft would have."""
     now = timezone.now()
     return freeze(
-        name=f"Open tickets at {now:%Y-%m-%d %H:%M:%S.%f} UTC",
+        # Two taken in the same instant must not clash on the name.
+        name=f"Open tickets at {now:%Y-%m-%d %H:%M:%S} UTC ({secrets.token_hex(4)})",
         origin=FixtureSet.Origin.OPEN_TICKETS,
         origin_detail="every open ticket's run, as it was",
         pins=pins_where_judged(_runs_of(Ticket.objects.filter(state=Ticket.State.OPEN))),

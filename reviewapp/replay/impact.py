@@ -136,12 +136,14 @@ def impact(
     stamp, now = desk_stamp(), timezone.now()
     if latest is not None and _fresh(latest, stamp, now) and not again:
         found.open_tickets = latest
+    elif start and not Ticket.objects.filter(state=Ticket.State.OPEN).exists():
+        found.note = "No ticket is open: there is nothing on the desk to settle."
     elif start:
         try:
             snapshot = None if again else _snapshot(stamp, now)
             snapshot = snapshot or freeze_open_tickets(user=user, stamp=stamp)
-        except FixtureError:
-            found.note = "No ticket is open: there is nothing on the desk to settle."
+        except FixtureError as exc:  # more runs than a fixture set holds, say
+            found.note = f"Every open ticket cannot be replayed: {exc}."
         else:
             found.open_tickets = job_start(snapshot, candidate, user=user, reason=reason)
     else:
