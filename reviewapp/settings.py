@@ -260,6 +260,10 @@ CELERY_BEAT_SCHEDULE = {
     },
     # Brings the tallies up to date and closes the months that are due (reviewapp/reports).
     "close-tally-months": {"task": "reviewapp.tasks.close_tally_months_task", "schedule": 300.0},
+    "reconcile-replay-jobs": {
+        "task": "reviewapp.tasks.reconcile_replay_jobs_task",
+        "schedule": float(RECONCILE_SECONDS),
+    },
 }
 # A running batch whose heartbeat (every chunk, every judging step) is this old has lost
 # its worker, and is sent again; a queued one no worker took after this long, likewise.
@@ -286,6 +290,27 @@ try:
 except (ZoneInfoNotFoundError, ValueError) as exc:
     raise ImproperlyConfigured(f"TALLY_TIME_ZONE: no time zone {TALLY_TIME_ZONE!r}") from exc
 TALLY_CLOSE_AFTER_DAYS = env_int("TALLY_CLOSE_AFTER_DAYS", 5)
+# Replay (reviewapp/replay): a job is split into items of this many runs, each processed
+# in one transaction (about a second's work); a job is sent as this many tasks, so that
+# as many workers share it. A claimed item is leased for REPLAY_LEASE_SECONDS (more than
+# an item ever takes): a worker that dies holding one loses it then, and after
+# REPLAY_MAX_ATTEMPTS claims without finishing it fails. A task works on a job for
+# REPLAY_TASK_SECONDS, then sends it again (a worker is not held by one job for hours).
+# Beat sends again a job nobody has worked on for REPLAY_REQUEUE_SECONDS.
+REPLAY_CHUNK_RUNS = env_int("REPLAY_CHUNK_RUNS", 500)
+REPLAY_TASKS_PER_JOB = env_int("REPLAY_TASKS_PER_JOB", 4)
+REPLAY_LEASE_SECONDS = env_int("REPLAY_LEASE_SECONDS", 120)
+REPLAY_MAX_ATTEMPTS = env_int("REPLAY_MAX_ATTEMPTS", 3)
+REPLAY_TASK_SECONDS = env_int("REPLAY_TASK_SECONDS", 60)
+REPLAY_REQUEUE_SECONDS = env_int("REPLAY_REQUEUE_SECONDS", 60)
+# A snapshot of the open tickets is reused for impact while the desk is unchanged, this long.
+REPLAY_SNAPSHOT_SECONDS = env_int("REPLAY_SNAPSHOT_SECONDS", 600)
+REPLAY_FIXTURE_MAX_RUNS = env_int("REPLAY_FIXTURE_MAX_RUNS", 200_000)
+# The fixtures of the source articles (NAME.jsonl, NAME.policy.json, NAME.expected.jsonl),
+# offered on the fixture sets page when the folder exists.
+REPLAY_SHARED_FIXTURES_DIR = Path(
+    os.environ.get("REPLAY_SHARED_FIXTURES_DIR", BASE_DIR.parent / "shared" / "fixtures")
+)
 
 # Uploaded and posted trace files wait here for a worker (a volume shared with the
 # workers in docker-compose).

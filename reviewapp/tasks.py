@@ -94,3 +94,20 @@ def close_tally_months_task() -> list[str]:
     from reviewapp.reports.months import close_due_months
 
     return [month_key(month) for month in close_due_months()]
+
+
+@app.task(acks_late=True, reject_on_worker_lost=True)
+def replay_job_task(job_id: int) -> int:
+    """Work on a replay job's items (reviewapp.replay.jobs: the database holds its state,
+    so a task delivered twice or redelivered after its worker died is harmless)."""
+    from reviewapp.replay.jobs import job_work
+
+    return job_work(job_id)
+
+
+@app.task
+def reconcile_replay_jobs_task() -> int:
+    """Periodic (beat): send again replay jobs nobody works on, end those left unended."""
+    from reviewapp.replay.jobs import jobs_reconcile
+
+    return jobs_reconcile()

@@ -268,3 +268,48 @@ def review_desk_trace() -> list[str]:
         line(runId="run-partial", type="agent_action", name="request_review"),
     ]
     return lines
+
+
+def owned_run(run_id: str, owner: str, other: str, *, agree: bool = False) -> list[str]:
+    """Two sources of `status` in two revision domains, then an action on it: a conflict
+    that a rule making `owner` own `status` settles (unless they agree)."""
+    lines = [
+        line(runId=run_id, type="run_started", agent="refund-agent", subject={"orderId": run_id})
+    ]
+    for index, (source, value, domain) in enumerate(
+        ((owner, "refunded", "payments"), (other, "refunded" if agree else "paid", "search"))
+    ):
+        call = f"{run_id}-c{index}"
+        lines.append(
+            line(
+                runId=run_id,
+                type="tool_call",
+                toolCallId=call,
+                tool="lookup",
+                arguments={"orderId": run_id},
+            )
+        )
+        lines.append(
+            line(
+                runId=run_id,
+                type="tool_observation",
+                observationId=f"{run_id}-o{index}",
+                toolCallId=call,
+                source=source,
+                revisionDomain=domain,
+                sourceRevision=40 + index,
+                status=value,
+            )
+        )
+    lines.append(line(runId=run_id, type="agent_action", name="issue_refund"))
+    return lines
+
+
+def desk_lines(runs: int, *, prefix: str = "run") -> list[str]:
+    """`runs` runs: two in three between order-ledger and search-index, the others between
+    refund-service and search-index, every seventh in agreement (no ticket)."""
+    lines = []
+    for number in range(runs):
+        owner = "order-ledger" if number % 3 else "refund-service"
+        lines.extend(owned_run(f"{prefix}-{number}", owner, "search-index", agree=number % 7 == 0))
+    return lines

@@ -23,6 +23,9 @@ from reviewapp.judging.store import REPLAY, SHADOW, judgements_store
 from reviewapp.models import (
     AuditEvent,
     Finding,
+    FixtureRun,
+    FixtureSet,
+    FixtureSuiteMark,
     GateAnswer,
     GateMode,
     IngestBatch,
@@ -31,6 +34,7 @@ from reviewapp.models import (
     PolicyCandidate,
     PolicyVersion,
     ProspectiveSettlement,
+    ReplayResult,
     Run,
     ShadowBatch,
     Ticket,
@@ -47,6 +51,8 @@ from reviewapp.policy.candidates import (
 )
 from reviewapp.policy.settlements import settlements_label
 from reviewapp.policy.versions import policy_version_publish, proposal_create, proposal_decide
+from reviewapp.replay.fixtures import freeze_ticket, suite_mark
+from reviewapp.replay.jobs import job_start, job_work
 from reviewapp.review.changes import ticket_comment
 
 pytestmark = pytest.mark.django_db
@@ -61,12 +67,16 @@ APPEND_ONLY = {
     Finding,
     GateAnswer,
     GateMode,
+    FixtureRun,
+    FixtureSet,
+    FixtureSuiteMark,
     Judgement,
     MonthClosing,
     PolicyCandidate,
     PolicyVersion,
     ProspectiveSettlement,
     ShadowBatch,
+    ReplayResult,
     TicketComment,
     TraceLine,
     TraceRecord,
@@ -115,6 +125,10 @@ def every_table_has_a_row(tmp_path, reviewer, approver):
     MonthClosing.objects.create(
         month=date(2026, 8, 1), action="closed", figures={}, time_zone="UTC", actor=approver
     )
+    fixture_set = freeze_ticket(ticket, user=reviewer)
+    suite_mark(fixture_set, in_suite=True, user=reviewer)
+    job = job_start(fixture_set, candidate_of_version(version), user=reviewer, send=False)
+    job_work(job.pk, budget=30)
     for model in APPEND_ONLY:
         assert model.objects.exists(), model.__name__
 

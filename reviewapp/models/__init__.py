@@ -13,6 +13,14 @@ from reviewapp.models.policy import (
     ProspectiveSettlement,
     RuleProposal,
 )
+from reviewapp.models.replay import (
+    FixtureRun,
+    FixtureSet,
+    FixtureSuiteMark,
+    ReplayItem,
+    ReplayJob,
+    ReplayResult,
+)
 from reviewapp.models.reports import MonthClosing, TallyEntry, TallyRun, TallyState
 from reviewapp.models.review import (
     AuditChain,
@@ -37,12 +45,18 @@ __all__ = [
     "Finding",
     "GateAnswer",
     "GateMode",
+    "FixtureRun",
+    "FixtureSet",
+    "FixtureSuiteMark",
     "IngestBatch",
     "Judgement",
     "MonthClosing",
     "PolicyCandidate",
     "PolicyVersion",
     "ProspectiveSettlement",
+    "ReplayItem",
+    "ReplayJob",
+    "ReplayResult",
     "RuleProposal",
     "Run",
     "ServicePulse",

@@ -36,14 +36,16 @@ class PolicyVersion(models.Model):
 
 class PolicyCandidate(models.Model):
     """A policy some runs are judged under beside the active one, prospectively: a published
-    version, the draft (the active version with every approved, unpublished proposal), or
-    the draft with one more proposal applied. Immutable, like what it is made from: the
-    draft changing makes a new candidate. One row per kind and document (its SHA-256)."""
+    version, the draft (the active version with every approved, unpublished proposal), the
+    draft with one more proposal applied, or a policy file (`manage.py replay --policy FILE`).
+    Immutable, like what it is made from: the draft changing makes a new candidate. One row
+    per kind and document (its SHA-256)."""
 
     class Kind(models.TextChoices):
         VERSION = "version", "published version"
         DRAFT = "draft", "draft"
         PROPOSAL = "proposal", "draft with a proposal applied"
+        FILE = "file", "a policy file"
 
     kind = models.CharField(max_length=10, choices=Kind.choices)
     document = models.JSONField()
@@ -75,7 +77,8 @@ class PolicyCandidate(models.Model):
             models.CheckConstraint(
                 condition=(Q(kind="version") & Q(version__isnull=False) & Q(proposal__isnull=True))
                 | (Q(kind="draft") & Q(version__isnull=True) & Q(proposal__isnull=True))
-                | (Q(kind="proposal") & Q(version__isnull=True) & Q(proposal__isnull=False)),
+                | (Q(kind="proposal") & Q(version__isnull=True) & Q(proposal__isnull=False))
+                | (Q(kind="file") & Q(version__isnull=True) & Q(proposal__isnull=True)),
                 name="candidate_names_what_it_is",
             ),
         ]
@@ -90,6 +93,8 @@ class PolicyCandidate(models.Model):
             return f"v{self.number}"
         if self.kind == self.Kind.PROPOSAL:
             return f"v{self.number} draft with proposal #{self.proposal_id}"
+        if self.kind == self.Kind.FILE:
+            return f"policy file {self.sha256[:12]} (as v{self.number})"
         return f"v{self.number} draft"
 
 

@@ -1,7 +1,7 @@
 """Candidates: the policies runs are judged under prospectively, beside the active one
-(replay, shadow mode). A candidate is made from a published version, the draft, or the
-draft with one more proposal applied, and kept as it was: when the draft changes, the
-next candidate made from it is a new one."""
+(replay, shadow mode). A candidate is made from a published version, the draft, the draft
+with one more proposal applied, or a policy file, and kept as it was: when the draft
+changes, the next candidate made from it is a new one."""
 
 from __future__ import annotations
 
@@ -56,6 +56,15 @@ def candidate_of_proposal(proposal: RuleProposal, *, user: Any = None) -> Policy
         base_number=base,
         proposal=proposal,
         user=user,
+    )
+
+
+def candidate_of_file(document: dict[str, Any], *, user: Any = None) -> PolicyCandidate:
+    """A policy document read from a file (`manage.py replay --policy FILE`), judged as the
+    number it would get if published now."""
+    base, _ = active_document()
+    return _kept(
+        PolicyCandidate.Kind.FILE, dict(document), number=base + 1, base_number=base, user=user
     )
 
 

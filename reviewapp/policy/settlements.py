@@ -2,23 +2,51 @@
 longer leave in conflict. Computed for a proposal being written (a preview) and, after a
 version is published, as labels on the tickets it would settle: a label, never a change to
 a ticket or its verdict, until a reviewer closes them.
+
+One rule decides what settles a ticket (`settles`), over runs pinned the one way
+(`current_pins`: at the last record their current judgement covers): the preview, the
+labels and every replay (reviewapp.replay, whose impact the proposal and draft pages show)
+use both, so that what a replay of a candidate counts is what publishing it labels.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from reviewapp.engine import Policy, load_policy
 from reviewapp.judging.core import judge, stored_runs
 from reviewapp.judging.policies import policy_of_version
-from reviewapp.models import PolicyVersion, ProspectiveSettlement, Ticket
+from reviewapp.models import PolicyVersion, ProspectiveSettlement, Run, Ticket
 from reviewapp.policy.versions import draft_document
 from reviewapp.review.changes import revisions_as_seen, tickets_close_settled
 from reviewapp.review.stamp import DataStamp
 
-# How many open tickets a preview judges again; the count beyond is reported, not judged.
-PREVIEW_TICKET_LIMIT = 300
+# How many open tickets the proposal form's preview judges again while the browser waits
+# (the motivating ones first); the proposal's page then replays every one on workers.
+PREVIEW_TICKET_LIMIT = 5000
+
+
+def settles(ticket_kind: str, ticket_state: str, verdict_kind: str | None) -> bool:
+    """Whether a policy whose verdict for a ticket's group is `verdict_kind` (None: it
+    judges no such group) settles the ticket: an open conflict no longer in conflict."""
+    return (
+        ticket_state == Ticket.State.OPEN
+        and ticket_kind == Ticket.Kind.CONFLICT
+        and verdict_kind is not None
+        and verdict_kind != "conflict"
+    )
+
+
+def current_pins(run_pks: Iterable[int]) -> dict[int, int]:
+    """Where each run is judged again: up to the last record its current judgement covers
+    (what its tickets were opened from); a run never judged is left out (all its records)."""
+    return dict(
+        Run.objects.filter(pk__in=list(run_pks), current_judgement__isnull=False).values_list(
+            "pk", "current_judgement__through_record_id"
+        )
+    )
 
 
 @dataclass(frozen=True)
@@ -35,11 +63,11 @@ def settlements(policy: Policy, tickets: list[Ticket]) -> list[Settlement]:
     for ticket in tickets:
         by_run.setdefault(ticket.run_id, []).append(ticket)
     found = []
-    for judged in judge(stored_runs(by_run), policy):
+    for judged in judge(stored_runs(by_run, through=current_pins(by_run)), policy):
         verdicts = {(v.entity, v.field): v for v in judged.result.verdicts}
         for ticket in by_run[judged.run.stored_pk]:
             verdict = verdicts.get((ticket.entity, ticket.field))
-            if verdict is not None and verdict.kind != "conflict":
+            if verdict is not None and settles(ticket.kind, ticket.state, verdict.kind):
                 found.append(Settlement(ticket, verdict.kind, verdict.rule, verdict.value))
     return found
 
@@ -51,12 +79,21 @@ def open_conflicts(field: str | None = None):
     return tickets.order_by("-created_at", "-id")
 
 
-def settlement_preview(kind: str, change: dict[str, Any]) -> tuple[list[Settlement], int]:
-    """Which open tickets a proposed change would settle, and how many were considered."""
+def settlement_preview(
+    kind: str, change: dict[str, Any], *, motivating: Sequence[int] = ()
+) -> tuple[list[Settlement], int]:
+    """Which open tickets a proposed change would settle, and how many it concerns: the
+    motivating tickets first, then every other open conflict ticket of its field, newest
+    first, up to PREVIEW_TICKET_LIMIT judged (beyond, the proposal's page replays them all)."""
     policy = load_policy(draft_document((kind, change)))
     candidates = open_conflicts(change.get("field") if kind != "document" else None)
-    considered = list(candidates.select_related("run")[:PREVIEW_TICKET_LIMIT])
-    return settlements(policy, considered), candidates.count()
+    first = list(candidates.filter(pk__in=list(motivating)).select_related("run"))
+    rest = candidates.exclude(pk__in=[t.pk for t in first]).select_related("run")
+    judged = first + list(rest[: max(0, PREVIEW_TICKET_LIMIT - len(first))])
+    found: list[Settlement] = []
+    for start in range(0, len(judged), 500):
+        found.extend(settlements(policy, judged[start : start + 500]))
+    return found, candidates.count()
 
 
 def settlements_label(version: PolicyVersion) -> int:

@@ -1,174 +1,308 @@
-"""A candidate in shadow, side by side with the active version: for each run judged under
-both up to the same record, its blocked actions (judging.blocking) under each, matched by
-identity. Blocked under the candidate only: it would newly block; under the active one
-only: it would unblock; under both: unchanged. Counted per day, week and action, over the
-runs' own days, in one SQL statement; each count drills down to its runs."""
+"""Comparing a run's recorded verdicts with its prospective ones, group by group.
+
+A group is what a ticket is about: a (entity, field) verdict, or a finding kind. For each
+the comparison says what changed (COUNTS names the categories), whether the prospective
+verdict settles the group's open ticket (policy.settlements.settles: the same rule the
+proposal preview and the labels after publishing use), and feeds a digest of everything
+compared, so that the same replay always gives the same result hash. Every group is
+counted; a result row is kept for each group that changed or settles its ticket (the
+drill-down from every count), while both sides of every group stay in their judgements.
+Nothing here reads or writes the database: callers bring both sides and store the rows."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+import hashlib
+import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
 from typing import Any
 
-from django.db import connection
+from reviewapp.policy.settlements import settles
+from reviewapp.review.opening import ticket_key
 
-from reviewapp.infra.days import Window
-from reviewapp.infra.sql import as_date, day_of, timestamp_param, week_of
-from reviewapp.judging.blocking import (
-    ItemFilter,
-    RunsPage,
-    blocked_items_sql,
-    runs_page,
+CONFLICT = "conflict"
+SETTLED_KINDS = frozenset({"confirmed", "resolved"})
+# The flags of a result, in the order screens list them, with what they are called there.
+FLAGS = {
+    "newly_resolved": "newly resolved",
+    "newly_conflict": "newly conflict",
+    "value_changed": "value changed",
+    "newly_unsafe": "newly unsafe",
+    "newly_safe": "newly safe",
+    "finding_gained": "findings gained",
+    "finding_lost": "findings lost",
+    "other_changed": "other change (reason, rule, a group on one side only)",
+}
+# What a job counts: groups, those unchanged, each flag, the open tickets it would settle,
+# runs compared, and pinned runs that had no record left to judge.
+COUNTS = ("groups", "unchanged", *FLAGS, "tickets_settled", "runs", "runs_missing")
+
+RESULT_COLUMNS = (
+    "job_id",
+    "run_id",
+    "key",
+    "kind",
+    "entity",
+    "field",
+    "finding_kind",
+    "recorded_judgement_id",
+    "recorded_verdict_id",
+    "recorded_finding_id",
+    "prospective_judgement_id",
+    "prospective_verdict_id",
+    "prospective_finding_id",
+    "changed",
+    *FLAGS,
+    "ticket_id",
+    "settles_ticket",
 )
-from reviewapp.judging.store import SHADOW
-from reviewapp.models import Judgement, Run, ShadowDesignation
-
-NEW, UNBLOCKED, UNCHANGED = "new", "unblocked", "unchanged"
-STATUSES = (NEW, UNBLOCKED, UNCHANGED)
-RUNS, JUDGEMENTS = Run._meta.db_table, Judgement._meta.db_table
-FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)
 
 
-@dataclass
-class Counts:
-    new: int = 0
-    unblocked: int = 0
-    unchanged: int = 0
+@dataclass(frozen=True, slots=True)
+class Said:
+    """One side's verdict on a group, as stored (id) and as compared."""
+
+    id: int
+    kind: str
+    reason: str | None
+    rule: str | None
+    value: Any
+    unsafe: bool
+
+    def comparable(self) -> str:
+        """Everything compared, in one string (unambiguous: fields apart by a separator
+        no value holds unescaped, values as canonical JSON)."""
+        return "\x1f".join(
+            (
+                self.kind,
+                self.reason or "",
+                self.rule or "",
+                plain(self.value),
+                "u" if self.unsafe else "",
+            )
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """One side's finding of a kind."""
+
+    id: int
+    evidence: tuple[str, ...]
+
+
+@dataclass(slots=True)
+class Side:
+    """What one judgement said of a run: verdicts by (entity, field), findings by kind."""
+
+    judgement_id: int | None = None
+    verdicts: dict[tuple[str | None, str], Said] = field(default_factory=dict)
+    findings: dict[str, Found] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class RunPair:
+    """A run as recorded and as replayed; `prospective` is None when none of its records up
+    to its pin could be read (the run is counted missing)."""
+
+    run_pk: int
+    run_id: str
+    recorded: Side
+    prospective: Side | None
+    # Its tickets by group, ("conflict", entity, field) or ("finding", kind) -> (ticket id,
+    # kind, state).
+    tickets: dict[tuple[str, str | None, str], tuple[int, str, str]] = field(default_factory=dict)
+
+
+def canonical(value: Any) -> str:
+    """JSON with sorted keys: 1 and 1.0 are one value, 1 and true are not."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def plain(value: Any) -> str:
+    """canonical(), without its cost for the values verdicts mostly hold (strings)."""
+    if type(value) is str:
+        return '"' + value + '"' if value.isalnum() else canonical(value)
+    return "null" if value is None else canonical(value)
+
+
+def verdict_flags(recorded: Said | None, prospective: Said | None) -> dict[str, bool]:
+    was = recorded.kind if recorded else None
+    now = prospective.kind if prospective else None
+    flags = dict.fromkeys(FLAGS, False)
+    flags["newly_resolved"] = was == CONFLICT and now in SETTLED_KINDS
+    flags["newly_conflict"] = now == CONFLICT and was != CONFLICT
+    flags["value_changed"] = (
+        recorded is not None
+        and prospective is not None
+        and was in SETTLED_KINDS
+        and now in SETTLED_KINDS
+        and plain(recorded.value) != plain(prospective.value)
+    )
+    flags["newly_unsafe"] = bool(prospective and prospective.unsafe) and not (
+        recorded and recorded.unsafe
+    )
+    flags["newly_safe"] = bool(recorded and recorded.unsafe) and not (
+        prospective and prospective.unsafe
+    )
+    same = (
+        recorded is not None
+        and prospective is not None
+        and recorded.comparable() == prospective.comparable()
+    )
+    flags["other_changed"] = not same and not any(flags.values())
+    return flags
+
+
+def finding_flags(recorded: Found | None, prospective: Found | None) -> dict[str, bool]:
+    flags = dict.fromkeys(FLAGS, False)
+    flags["finding_gained"] = recorded is None and prospective is not None
+    flags["finding_lost"] = recorded is not None and prospective is None
+    flags["other_changed"] = (
+        recorded is not None
+        and prospective is not None
+        and recorded.evidence != prospective.evidence
+    )
+    return flags
+
+
+@dataclass(slots=True)
+class Compared:
+    """What comparing some runs gave: result rows (RESULT_COLUMNS) of the groups that
+    changed or settle their ticket, counts of every group, and a digest of every group."""
+
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTS, 0))
+    digest: Any = field(default_factory=hashlib.sha256)
 
     @property
-    def candidate(self) -> int:
-        """Blocked under the candidate."""
-        return self.new + self.unchanged
-
-    @property
-    def active(self) -> int:
-        """Blocked under the active version."""
-        return self.unblocked + self.unchanged
+    def hexdigest(self) -> str:
+        return str(self.digest.hexdigest())
 
 
-@dataclass
-class Comparison:
-    window: Window
-    total: Counts = field(default_factory=Counts)
-    runs_compared: int = 0
-    runs_pending: int = 0
-    by_day: list[tuple[date, Counts]] = field(default_factory=list)
-    by_week: list[tuple[date, Counts]] = field(default_factory=list)
-    by_action: list[tuple[str, Counts]] = field(default_factory=list)
-
-    def rows(self) -> list[tuple[str, str, int, int, int]]:
-        """(grouping, value, new, unblocked, unchanged) for exports."""
-        rows = [("all", "", self.total.new, self.total.unblocked, self.total.unchanged)]
-        for grouping, series in (("day", self.by_day), ("week", self.by_week)):
-            rows += [(grouping, d.isoformat(), c.new, c.unblocked, c.unchanged) for d, c in series]
-        rows += [("action", a, c.new, c.unblocked, c.unchanged) for a, c in self.by_action]
-        return rows
+def compare_runs(job_id: int, pairs: Iterable[RunPair]) -> Compared:
+    """Compare every group of every run; runs in the order given (the digest depends on it)."""
+    out = Compared()
+    for pair in pairs:
+        out.counts["runs"] += 1
+        if pair.prospective is None:
+            out.counts["runs_missing"] += 1
+            out.digest.update(f"{pair.run_id}\x1emissing\n".encode())
+            continue
+        _compare_verdicts(job_id, pair, pair.prospective, out)
+        _compare_findings(job_id, pair, pair.prospective, out)
+    return out
 
 
-def _with_items(candidate_id: int, window: Window) -> tuple[str, list[Any]]:
-    """WITH pairs (runs of the window judged under both, up to the same record) and items
-    (each blocked item of either, once, with its status)."""
-    passed = ("agent", "started_at")
-    sql = (
-        "WITH pairs AS (SELECT r.id AS run_pk, r.agent AS agent, r.started_at AS started_at, "
-        "a.id AS a_id, s.id AS s_id, a.unsafe_count + a.finding_count AS a_n, "
-        f"s.unsafe_count + s.finding_count AS s_n FROM {RUNS} r "
-        f"JOIN {JUDGEMENTS} a ON a.id = r.current_judgement_id "
-        f"JOIN {JUDGEMENTS} s ON s.run_id = r.id AND s.purpose = '{SHADOW}' "
-        "AND s.candidate_id = %s AND s.through_record_id = a.through_record_id "
-        "WHERE r.started_at >= %s AND r.started_at < %s), "
-        "sel_a AS (SELECT a_id AS judgement_id, run_pk, agent, started_at FROM pairs "
-        "WHERE a_n > 0), "
-        "sel_s AS (SELECT s_id AS judgement_id, run_pk, agent, started_at FROM pairs "
-        "WHERE s_n > 0), "
-        "sides AS ("
-        f"SELECT 'a' AS side, x.* FROM ({blocked_items_sql('sel_a', passed)}) x "
-        f"UNION ALL SELECT 's', y.* FROM ({blocked_items_sql('sel_s', passed)}) y), "
-        "keyed AS (SELECT sides.*, CASE WHEN kind = 'finding' THEN reason ELSE '' END "
-        "AS finding_kind FROM sides), "
-        "items AS (SELECT run_pk, max(agent) AS agent, max(started_at) AS started_at, "
-        "kind, entity, field, action, call, "
-        "COALESCE(max(CASE WHEN side = 's' THEN ref_id END), max(ref_id)) AS ref_id, "
-        "COALESCE(max(CASE WHEN side = 's' THEN reason END), max(reason)) AS reason, "
-        "max(sources) AS sources, "
-        f"CASE WHEN max(CASE WHEN side = 'a' THEN 1 ELSE 0 END) = 0 THEN '{NEW}' "
-        f"WHEN max(CASE WHEN side = 's' THEN 1 ELSE 0 END) = 0 THEN '{UNBLOCKED}' "
-        f"ELSE '{UNCHANGED}' END AS status "
-        "FROM keyed GROUP BY run_pk, kind, entity, field, action, call, finding_kind) "
-    )
-    return sql, [candidate_id, timestamp_param(window.start), timestamp_param(window.end)]
-
-
-def comparison(designation: ShadowDesignation, window: Window) -> Comparison:
-    """Every count of the candidate against the active version over the window."""
-    with_items, params = _with_items(designation.candidate_id, window)
-    groupings = [
-        ("day", f"CAST({day_of('started_at')} AS TEXT)"),
-        ("week", f"CAST({week_of('started_at')} AS TEXT)"),
-        ("action", "action"),
+def _compare_verdicts(job_id: int, pair: RunPair, prospective: Side, out: Compared) -> None:
+    recorded = pair.recorded
+    groups = list(prospective.verdicts) + [
+        g for g in recorded.verdicts if g not in prospective.verdicts
     ]
-    selects = [
-        "SELECT 'all' AS grouping, '' AS value, status, count(*) AS n FROM items GROUP BY status"
+    for group in groups:
+        was, now = recorded.verdicts.get(group), prospective.verdicts.get(group)
+        entity, field_name = group
+        ticket = pair.tickets.get(("conflict", entity, field_name))
+        settled = ticket is not None and settles(ticket[1], ticket[2], now.kind if now else None)
+        if was is not None and now is not None and not settled:
+            seen = was.comparable()
+            if seen == now.comparable():
+                # Unchanged (most groups): counted and digested, nothing else to do.
+                _unchanged(out, pair.run_id, f"{entity}\x1f{field_name}", seen)
+                continue
+        _add(
+            out,
+            job_id,
+            pair,
+            ("conflict", entity, field_name),
+            ("verdict", entity, field_name, ""),
+            (was.id if was else None, None, now.id if now else None, None),
+            verdict_flags(was, now),
+            ticket,
+            settled,
+            (was.comparable() if was else "-", now.comparable() if now else "-"),
+        )
+
+
+def _compare_findings(job_id: int, pair: RunPair, prospective: Side, out: Compared) -> None:
+    recorded = pair.recorded
+    kinds = list(prospective.findings) + [
+        k for k in recorded.findings if k not in prospective.findings
     ]
-    selects += [
-        f"SELECT '{name}', {expression}, status, count(*) FROM items GROUP BY {expression}, status"
-        for name, expression in groupings
-    ]
-    selects.append("SELECT 'runs', '', 'compared', count(*) FROM pairs")
-    selects.append(
-        f"SELECT 'runs', '', 'pending', count(*) FROM {RUNS} r "
-        f"JOIN {JUDGEMENTS} a ON a.id = r.current_judgement_id "
-        "WHERE r.started_at >= %s AND r.started_at < %s AND a.created_at >= %s "
-        "AND a.created_at <= %s AND NOT EXISTS ("
-        f"SELECT 1 FROM {JUDGEMENTS} s WHERE s.run_id = r.id AND s.purpose = '{SHADOW}' "
-        "AND s.candidate_id = %s AND s.through_record_id = a.through_record_id)"
+    for kind in kinds:
+        was, now = recorded.findings.get(kind), prospective.findings.get(kind)
+        _add(
+            out,
+            job_id,
+            pair,
+            ("finding", None, kind),
+            ("finding", None, "", kind),
+            (None, was.id if was else None, None, now.id if now else None),
+            finding_flags(was, now),
+            pair.tickets.get(("finding", None, kind)),
+            False,
+            ("\x1f".join(was.evidence) if was else "-", "\x1f".join(now.evidence) if now else "-"),
+        )
+
+
+def _unchanged(out: Compared, run_id: str, group: str, said: str) -> None:
+    counts = out.counts
+    counts["groups"] += 1
+    counts["unchanged"] += 1
+    out.digest.update("\x1e".join((run_id, group, said, said, "")).encode() + b"\n")
+
+
+def _add(
+    out: Compared,
+    job_id: int,
+    pair: RunPair,
+    ticket_group: tuple[str, str | None, str],
+    group: tuple[str, str | None, str, str],
+    ids: tuple[int | None, int | None, int | None, int | None],
+    flags: dict[str, bool],
+    ticket: tuple[int, str, str] | None,
+    settled: bool,
+    sides: tuple[str, str],
+) -> None:
+    changed = any(flags.values())
+    recorded_verdict, recorded_finding, prospective_verdict, prospective_finding = ids
+    assert pair.prospective is not None
+    counts = out.counts
+    counts["groups"] += 1
+    counts["unchanged"] += not changed
+    for name, on in flags.items():
+        counts[name] += on
+    counts["tickets_settled"] += settled
+    kind, entity, name = ticket_group
+    label = f"{name}" if kind == "finding" else f"{entity}\x1f{name}"
+    out.digest.update(
+        "\x1e".join((pair.run_id, label, *sides, "s" if settled else "")).encode() + b"\n"
     )
-    period_end = designation.ended_at or FAR_FUTURE
-    pending_params = [
-        *params[1:],
-        timestamp_param(designation.started_at),
-        timestamp_param(period_end),
-        designation.candidate_id,
-    ]
-    found: dict[str, dict[str, Counts]] = defaultdict(lambda: defaultdict(Counts))
-    runs: dict[str, int] = {}
-    with connection.cursor() as cursor:
-        cursor.execute(with_items + " UNION ALL ".join(selects), [*params, *pending_params])
-        for grouping, value, status, count in cursor.fetchall():
-            if grouping == "runs":
-                runs[status] = int(count)
-            else:
-                setattr(found[grouping][value or ""], status, int(count))
-    by_day = {as_date(day): counts for day, counts in found["day"].items()}
-    by_week = {as_date(week): counts for week, counts in found["week"].items()}
-    return Comparison(
-        window=window,
-        total=found["all"].get("", Counts()),
-        runs_compared=runs.get("compared", 0),
-        runs_pending=runs.get("pending", 0),
-        by_day=[(day, by_day.get(day, Counts())) for day in window.days],
-        by_week=[(week, by_week.get(week, Counts())) for week in window.weeks],
-        by_action=sorted(
-            found["action"].items(), key=lambda pair: (-pair[1].new, -pair[1].unblocked, pair[0])
-        ),
+    if not changed and not settled:
+        return
+    out.rows.append(
+        (
+            job_id,
+            pair.run_pk,
+            ticket_key("finding", name) if kind == "finding" else ticket_key(kind, entity, name),
+            *group,
+            pair.recorded.judgement_id,
+            recorded_verdict,
+            recorded_finding,
+            pair.prospective.judgement_id,
+            prospective_verdict,
+            prospective_finding,
+            changed,
+            *flags.values(),
+            ticket[0] if ticket else None,
+            settled,
+        )
     )
 
 
-def comparison_runs(
-    designation: ShadowDesignation,
-    window: Window,
-    item_filter: ItemFilter,
-    *,
-    status: str | None = None,
-    page: int = 1,
-    per_page: int = 25,
-) -> RunsPage:
-    """The runs behind a count of the comparison, newest first, with their items."""
-    with_items, params = _with_items(designation.candidate_id, window)
-    where, where_params = item_filter.where(window)
-    if status in STATUSES:
-        where, where_params = f"{where} AND status = %s", [*where_params, status]
-    return runs_page(
-        with_items, params, where, where_params, number=page, per_page=per_page, status=True
-    )
+def sum_counts(parts: Iterable[dict[str, int]]) -> dict[str, int]:
+    total = dict.fromkeys(COUNTS, 0)
+    for part in parts:
+        for name in COUNTS:
+            total[name] += int(part.get(name, 0))
+    return total

@@ -28,6 +28,7 @@ from reviewapp.policy.versions import (
 )
 from reviewapp.review.errors import TicketActionError
 from reviewapp.review.stamp import DataStamp, data_stamp
+from reviewapp.views.replay import impact_context
 
 VERSIONS_PER_PAGE = 20
 
@@ -181,9 +182,14 @@ def propose_preview(request: HttpRequest) -> HttpResponse:
     if form.is_valid():
         kind, change = form.change()
         try:
-            settled, considered = settlements.settlement_preview(kind, change)
+            settled, considered = settlements.settlement_preview(
+                kind, change, motivating=form.ticket_ids()
+            )
             context.update(
-                sentence=describe_change(kind, change), settled=settled, considered=considered
+                sentence=describe_change(kind, change),
+                settled=settled,
+                considered=considered,
+                preview_limit=settlements.PREVIEW_TICKET_LIMIT,
             )
         except (PolicyError, ValueError) as exc:
             context["error"] = str(exc)
@@ -218,6 +224,11 @@ def proposal_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "change_json": json.dumps(proposal.change, indent=2, ensure_ascii=False),
         "can_decide": can_decide,
         "form": DecisionForm(),
+        # Its impact (views.replay), asked for as the page loads: while it is undecided or
+        # waits in the draft, what it would change is what an approver needs to see.
+        "show_impact": proposal.state != RuleProposal.State.REJECTED
+        and proposal.published_in_id is None,
+        **impact_context(request, None, "proposal", pk),
     }
     return render(request, "policy/proposal.html", context)
 
@@ -261,6 +272,7 @@ def draft_view(request: HttpRequest) -> HttpResponse:
         "draft_json": json.dumps(draft, indent=2, ensure_ascii=False),
         "error": error,
         "form": PublishForm(),
+        **impact_context(request, None, "draft"),
     }
     return render(request, "policy/draft.html", context)
 

@@ -31,7 +31,6 @@ from reviewapp.infra.days import Window, WindowError
 from reviewapp.judging.blocking import DIMENSIONS, ItemFilter
 from reviewapp.models import PolicyVersion, ShadowBackfill, ShadowDesignation
 from reviewapp.replay.backfill import backfill_start
-from reviewapp.replay.compare import STATUSES, comparison, comparison_runs
 from reviewapp.replay.shadow import (
     ShadowError,
     batches_waiting,
@@ -40,6 +39,7 @@ from reviewapp.replay.shadow import (
     shadow_end,
     shadow_start,
 )
+from reviewapp.replay.shadow_compare import STATUSES, comparison, comparison_runs
 from reviewapp.reports.blocked import blocked_counts, blocked_runs, tickets_attach
 from reviewapp.views.charts import day_chart
 

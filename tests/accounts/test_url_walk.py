@@ -17,13 +17,16 @@ from reviewapp.accounts.roles import (
     INGEST,
     PROPOSE_RULE,
     ROLE_PERMISSIONS,
+    RUN_REPLAY,
     WORK_TICKET,
 )
 from reviewapp.ingest.batches import create_batch
 from reviewapp.ingest.tokens import create_token
-from reviewapp.models import IngestBatch
-from reviewapp.policy.candidates import candidate_of_draft
+from reviewapp.models import IngestBatch, ReplayResult
+from reviewapp.policy.candidates import candidate_of_draft, candidate_of_version
 from reviewapp.policy.versions import policy_version_publish, proposal_create, proposal_decide
+from reviewapp.replay.fixtures import freeze_ticket
+from reviewapp.replay.jobs import job_start, job_work
 from reviewapp.replay.shadow import shadow_start
 from tests.conftest import make_user
 
@@ -79,6 +82,26 @@ RULES: dict[str, tuple[object, object]] = {
     "tally-close": (METHOD, CLOSE_MONTH),
     "tally-discrepancies": (READ, METHOD),
     "tally-reopen": (METHOD, CLOSE_MONTH),
+    "replay-jobs": (READ, METHOD),
+    "replay-open-tickets": (METHOD, RUN_REPLAY),
+    "replay-job": (READ, METHOD),
+    "replay-progress": (READ, METHOD),
+    "replay-cancel": (METHOD, RUN_REPLAY),
+    "replay-retry": (METHOD, RUN_REPLAY),
+    "replay-changes": (READ, METHOD),
+    "replay-group": (READ, METHOD),
+    "replay-json": (READ, METHOD),
+    "replay-export": (READ, METHOD),
+    "replay-impact-draft": (READ, RUN_REPLAY),
+    "replay-impact-proposal": (READ, RUN_REPLAY),
+    "replay-fixtures": (READ, METHOD),
+    "replay-freeze": (METHOD, RUN_REPLAY),
+    "replay-upload": (METHOD, RUN_REPLAY),
+    "replay-shared": (METHOD, RUN_REPLAY),
+    "replay-fixture": (READ, METHOD),
+    "replay-suite": (METHOD, RUN_REPLAY),
+    "replay-start": (METHOD, RUN_REPLAY),
+    "replay-fixture-export": (READ, METHOD),
 }
 # Open without a sign-in: (GET, POST) outcomes for everyone.
 PUBLIC = {
@@ -133,9 +156,14 @@ def world(tmp_path, desk, reviewer, approver):
         rationale="walk",
     )
     proposal_decide(proposal=proposal, user=approver, approve=True, reason="")
-    policy_version_publish(user=approver, reason="walk")
+    version = policy_version_publish(user=approver, reason="walk")
     designation = shadow_start(candidate_of_draft(user=reviewer), user=approver)
     ticket = next(iter(desk.values()))
+    fixture_set = freeze_ticket(ticket, user=reviewer)
+    job = job_start(fixture_set, candidate_of_version(version), user=reviewer, send=False)
+    job_work(job.pk, budget=30)
+    result = ReplayResult.objects.filter(job=job).first()
+    assert result is not None, "the walk needs a changed group to open"
     return {
         "ticket_id": ticket.pk,
         "public_id": batch.public_id,
@@ -143,6 +171,9 @@ def world(tmp_path, desk, reviewer, approver):
         "pk": proposal.pk,
         "designation": designation.pk,
         "month": "2026-11",
+        "job": job.pk,
+        "fixture_set": fixture_set.pk,
+        "result_id": result.pk,
     }
 
 
@@ -159,6 +190,15 @@ def url_of(name: str, world: dict, user) -> str:
         return reverse(name, args=[uuid.uuid4()])
     if name.startswith("shadow-") and keys == ["pk"]:
         return reverse(name, args=[world["designation"]])
+    if name.startswith("replay-") and "pk" in keys and name != "replay-impact-proposal":
+        owner = (
+            world["fixture_set"]
+            if name.startswith(("replay-fixture", "replay-suite", "replay-start"))
+            else world["job"]
+        )
+        return reverse(
+            name, kwargs={**{key: world[key] for key in keys if key != "pk"}, "pk": owner}
+        )
     return reverse(name, kwargs={key: world[key] for key in keys})
 
 

@@ -24,7 +24,6 @@ from reviewapp.models import (
 )
 from reviewapp.policy.candidates import candidate_of_version
 from reviewapp.replay.backfill import backfill_start, backfill_step
-from reviewapp.replay.compare import comparison, comparison_runs
 from reviewapp.replay.shadow import (
     ShadowError,
     batches_waiting,
@@ -33,6 +32,7 @@ from reviewapp.replay.shadow import (
     shadow_judge_batch,
     shadow_start,
 )
+from reviewapp.replay.shadow_compare import comparison, comparison_runs
 from tests.seeding import ingest_lines, line
 from tests.shadow import brute
 from tests.shadow.conftest import demo_month

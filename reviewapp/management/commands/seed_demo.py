@@ -19,6 +19,7 @@ from reviewapp.policy.versions import (
     policy_version_publish,
     proposal_decide,
 )
+from reviewapp.replay.demo import seed_demo_replay
 
 DEMO_USERS = (
     ("reviewer", REVIEWER),
@@ -82,6 +83,7 @@ class Command(BaseCommand):
         )
         seed_shadow_demo(users)
         self.stdout.write(demo_tallies(reviewer=users[REVIEWER], approver=users[APPROVER]))
+        self.stdout.write(seed_demo_replay(reviewer=users[REVIEWER]))
         self._print_credentials(password)
 
     def _print_credentials(self, password: str) -> None:

@@ -1,0 +1,365 @@
+"""Replay jobs: a fixture set judged again under a candidate, in items that workers claim.
+
+The database is the record of the work, the broker only a hint that there is some: a job
+is split into items (REPLAY_CHUNK_RUNS runs each), and a task sent for a job (by name:
+services never import tasks) claims its items one at a time until none is left. Claiming
+an item commits it as running under a lease, with one more attempt; processing it
+(replay.work) is one transaction that writes its results and marks it done, so an item is
+done once or not at all. A worker killed mid-item leaves it running until the lease runs
+out; then it is claimed again (by the same task redelivered, acks_late with
+reject_on_worker_lost, or by one that beat's reconciler sends). An item claimed
+REPLAY_MAX_ATTEMPTS times without finishing fails, and with it the job (retry sends it
+again): no message loops forever. Cancelling stops claims at once; an item being
+processed then finishes (a chunk takes about a second)."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from reviewapp.celery import app
+from reviewapp.models import FixtureRun, FixtureSet, PolicyCandidate, ReplayItem, ReplayJob
+from reviewapp.replay.compare import COUNTS, sum_counts
+from reviewapp.replay.work import item_process
+
+log = logging.getLogger(__name__)
+
+# The task that works on a job (reviewapp.tasks), sent by name.
+REPLAY_TASK = "reviewapp.tasks.replay_job_task"
+ACTIVE = (ReplayJob.State.QUEUED, ReplayJob.State.RUNNING)
+
+
+class ReplayError(ValueError):
+    """A replay action that cannot be done as asked; the message says why."""
+
+
+def job_start(
+    fixture_set: FixtureSet,
+    candidate: PolicyCandidate,
+    *,
+    user: Any = None,
+    reason: str = "",
+    send: bool = True,
+) -> ReplayJob:
+    """A job over the fixture set's runs, in items; sent to workers once committed (unless
+    `send` is False: the caller works on it, as `manage.py replay` does)."""
+    chunk = max(1, settings.REPLAY_CHUNK_RUNS)
+    ids = list(
+        FixtureRun.objects.filter(fixture_set=fixture_set)
+        .order_by("id")
+        .values_list("id", flat=True)
+    )
+    with transaction.atomic():
+        job = ReplayJob.objects.create(
+            fixture_set=fixture_set,
+            candidate=candidate,
+            reason=reason[:200],
+            started_by=user if user is not None and user.is_authenticated else None,
+            item_count=-(-len(ids) // chunk),
+            run_count=len(ids),
+            counts=dict.fromkeys(COUNTS, 0),
+            # Not sent: beat's reconciler sends it to any worker there is, to help.
+            hinted_at=timezone.now() if send else None,
+        )
+        ReplayItem.objects.bulk_create(
+            ReplayItem(
+                job=job,
+                seq=seq,
+                first_fixture_run_id=ids[start],
+                last_fixture_run_id=ids[min(start + chunk, len(ids)) - 1],
+                run_count=min(start + chunk, len(ids)) - start,
+            )
+            for seq, start in enumerate(range(0, len(ids), chunk))
+        )
+        if not ids:
+            finalize(job.pk)
+        elif send:
+            _send_on_commit(job.pk, job.item_count)
+    job.refresh_from_db()
+    return job
+
+
+def _send_on_commit(job_id: int, items: int) -> None:
+    tasks = max(1, min(items, settings.REPLAY_TASKS_PER_JOB))
+
+    def send() -> None:
+        for _ in range(tasks):
+            app.send_task(REPLAY_TASK, args=[job_id])
+
+    # robust: a broker that is down must not fail the request; beat sends it again.
+    transaction.on_commit(send, robust=True)
+
+
+def worker_token() -> str:
+    return f"{socket.gethostname()[:60]}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+def claim_next(job_id: int, token: str) -> ReplayItem | None:
+    """Take the job's next queued item (or one whose lease ran out): running, leased to
+    `token`, one more attempt, committed. None when there is nothing to take."""
+    now = timezone.now()
+    lease = timedelta(seconds=settings.REPLAY_LEASE_SECONDS)
+    while True:
+        with transaction.atomic():
+            state = ReplayJob.objects.filter(pk=job_id).values_list("state", flat=True).first()
+            if state not in ACTIVE:
+                return None
+            item = (
+                ReplayItem.objects.select_for_update(skip_locked=True, of=("self",))
+                .filter(job_id=job_id)
+                .filter(
+                    Q(state=ReplayItem.State.QUEUED)
+                    | Q(state=ReplayItem.State.RUNNING, lease_until__lt=now)
+                )
+                .order_by("seq")
+                .first()
+            )
+            if item is None:
+                return None
+            if item.attempts >= settings.REPLAY_MAX_ATTEMPTS:
+                # Claimed that often and never finished: its worker died each time.
+                item.state = ReplayItem.State.FAILED
+                item.error = item.error or (
+                    f"not finished after {item.attempts} tries: each time its worker was lost"
+                )
+                item.lease_until = None
+                item.save(update_fields=["state", "error", "lease_until"])
+                continue
+            item.state = ReplayItem.State.RUNNING
+            item.attempts += 1
+            item.lease_until = now + lease
+            item.claimed_by = token
+            item.save(update_fields=["state", "attempts", "lease_until", "claimed_by"])
+            ReplayJob.objects.filter(pk=job_id, state=ReplayJob.State.QUEUED).update(
+                state=ReplayJob.State.RUNNING, started_at=now
+            )
+            return item
+
+
+def item_run(item: ReplayItem, token: str) -> None:
+    """Process a claimed item; a failure is recorded on it (tried again while it has tries
+    left). Two jobs of one candidate storing the same judgement at once: the loser tries
+    again at once and reuses the winner's."""
+    for attempt in range(2):
+        try:
+            item_process(item.pk, token)
+            return
+        except IntegrityError as exc:
+            if attempt:
+                _record_failure(item, token, exc)
+        except Exception as exc:
+            log.exception("replay item %s of job %s failed", item.pk, item.job_id)
+            _record_failure(item, token, exc)
+            return
+
+
+def _record_failure(item: ReplayItem, token: str, exc: BaseException) -> None:
+    if connection.needs_rollback or not connection.is_usable():
+        connection.close()
+    left = item.attempts < settings.REPLAY_MAX_ATTEMPTS
+    try:
+        ReplayItem.objects.filter(
+            pk=item.pk, state=ReplayItem.State.RUNNING, claimed_by=token
+        ).update(
+            state=ReplayItem.State.QUEUED if left else ReplayItem.State.FAILED,
+            lease_until=None,
+            error=f"{type(exc).__name__}: {exc}"[:2000],
+        )
+    except Exception:  # the database is gone too: the lease runs out, beat sends it again
+        log.exception("could not record the failure of replay item %s", item.pk)
+
+
+def job_work(
+    job_id: int,
+    *,
+    budget: float | None = None,
+    on_item: Callable[[], None] | None = None,
+) -> int:
+    """Claim and process the job's items until none is left or `budget` seconds have gone
+    (then the job is sent again, for whichever worker is free); items other workers hold
+    are waited for only while their lease would run out within the budget. Returns how
+    many items this call processed."""
+    if not ReplayJob.objects.filter(pk=job_id).exists():
+        return 0  # a message outliving its job (a test database emptied, say)
+    budget = settings.REPLAY_TASK_SECONDS if budget is None else budget
+    deadline = time.monotonic() + budget
+    token, processed = worker_token(), 0
+    while True:
+        item = claim_next(job_id, token)
+        if item is not None:
+            item_run(item, token)
+            processed += 1
+            if on_item is not None:
+                on_item()
+            if time.monotonic() < deadline:
+                continue
+            if _claimable(job_id):
+                _send_on_commit(job_id, 1)
+            break
+        wait = _seconds_to_next_lease_end(job_id)
+        if wait is None or time.monotonic() + wait > deadline:
+            break
+        time.sleep(min(max(wait, 0.05), 0.5))
+    finalize(job_id)
+    return processed
+
+
+def _claimable(job_id: int) -> bool:
+    return ReplayItem.objects.filter(job_id=job_id, state=ReplayItem.State.QUEUED).exists()
+
+
+def _seconds_to_next_lease_end(job_id: int) -> float | None:
+    soonest = (
+        ReplayItem.objects.filter(job_id=job_id, state=ReplayItem.State.RUNNING)
+        .order_by("lease_until")
+        .values_list("lease_until", flat=True)
+        .first()
+    )
+    if soonest is None:
+        return None
+    return max(0.0, (soonest - timezone.now()).total_seconds())
+
+
+def finalize(job_id: int) -> ReplayJob:
+    """End the job once no item is queued or running: done, or failed if an item failed;
+    its counts and result hash from its items'."""
+    with transaction.atomic():
+        job = ReplayJob.objects.select_for_update().get(pk=job_id)
+        if job.state not in ACTIVE:
+            return job
+        items = list(job.items.order_by("seq").values_list("state", "counts", "digest", "error"))
+        if any(state in (ReplayItem.State.QUEUED, ReplayItem.State.RUNNING) for state, *_ in items):
+            return job
+        failed = [error for state, _, _, error in items if state == ReplayItem.State.FAILED]
+        job.counts = sum_counts(
+            counts for state, counts, _, _ in items if state == ReplayItem.State.DONE
+        )
+        job.finished_at = timezone.now()
+        if failed:
+            job.state = ReplayJob.State.FAILED
+            job.error = f"{len(failed)} of {len(items)} items failed; the first: {failed[0]}"[:2000]
+        else:
+            job.state = ReplayJob.State.DONE
+            job.result_sha256 = _result_sha256(digest for _, _, digest, _ in items)
+        job.started_at = job.started_at or job.finished_at
+        job.save()
+    return job
+
+
+def _result_sha256(digests: Any) -> str:
+    total = hashlib.sha256()
+    for digest in digests:
+        total.update(digest.encode())
+    return total.hexdigest()
+
+
+def job_cancel(job: ReplayJob, *, user: Any = None) -> bool:
+    """Stop a job: no item is claimed from now on (one being processed finishes)."""
+    with transaction.atomic():
+        stopped = ReplayJob.objects.filter(pk=job.pk, state__in=ACTIVE).update(
+            state=ReplayJob.State.CANCELLED,
+            cancelled_by=user if user is not None and user.is_authenticated else None,
+            finished_at=timezone.now(),
+        )
+        if stopped:
+            job.items.filter(state=ReplayItem.State.QUEUED).update(state=ReplayItem.State.CANCELLED)
+    return bool(stopped)
+
+
+def job_retry(job: ReplayJob, *, user: Any = None) -> bool:
+    """Send a failed or cancelled job again: its items not done are queued with their tries
+    counted afresh; results already written are kept."""
+    with transaction.atomic():
+        again = ReplayJob.objects.filter(
+            pk=job.pk, state__in=(ReplayJob.State.FAILED, ReplayJob.State.CANCELLED)
+        ).update(
+            state=ReplayJob.State.RUNNING,
+            error="",
+            finished_at=None,
+            cancelled_by=None,
+            hinted_at=timezone.now(),
+        )
+        if not again:
+            return False
+        job.items.filter(state__in=(ReplayItem.State.FAILED, ReplayItem.State.CANCELLED)).update(
+            state=ReplayItem.State.QUEUED, attempts=0, error="", lease_until=None
+        )
+        remaining = job.items.exclude(state=ReplayItem.State.DONE).count()
+        if remaining:
+            _send_on_commit(job.pk, remaining)
+        else:
+            transaction.on_commit(lambda: finalize(job.pk))
+    return True
+
+
+def jobs_reconcile() -> int:
+    """Beat, every RECONCILE_SECONDS: send again the jobs nobody works on although they
+    have items to take (a lost message, a worker killed with everything it held, a task out
+    of time), and end those whose items all ended but that were never finalized. Returns
+    how many jobs were sent again."""
+    now = timezone.now()
+    quiet = now - timedelta(seconds=settings.REPLAY_REQUEUE_SECONDS)
+    sent = 0
+    for job_id, hinted_at in ReplayJob.objects.filter(state__in=ACTIVE).values_list(
+        "pk", "hinted_at"
+    ):
+        items = ReplayItem.objects.filter(job_id=job_id)
+        held = items.filter(state=ReplayItem.State.RUNNING, lease_until__gte=now).exists()
+        takeable = items.filter(
+            Q(state=ReplayItem.State.QUEUED)
+            | Q(state=ReplayItem.State.RUNNING, lease_until__lt=now)
+        ).count()
+        if not held and not takeable:
+            finalize(job_id)
+        elif takeable and not held and (hinted_at is None or hinted_at < quiet):
+            with transaction.atomic():
+                ReplayJob.objects.filter(pk=job_id).update(hinted_at=now)
+                _send_on_commit(job_id, takeable)
+            sent += 1
+    return sent
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far a job is, from its items: what the progress bar and `manage.py replay` show."""
+
+    items: int
+    items_done: int
+    runs: int
+    runs_done: int
+    running: int
+    failed: int
+    counts: dict[str, int]
+
+    @property
+    def percent(self) -> int:
+        if not self.runs:
+            return 100 if self.items == self.items_done else 0
+        return min(100, int(self.runs_done * 100 / self.runs))
+
+
+def job_progress(job: ReplayJob) -> Progress:
+    rows = list(job.items.values_list("state", "run_count", "counts"))
+    done = [(runs, counts) for state, runs, counts in rows if state == ReplayItem.State.DONE]
+    return Progress(
+        items=len(rows),
+        items_done=len(done),
+        runs=sum(runs for _, runs, _ in rows),
+        runs_done=sum(runs for runs, _ in done),
+        running=sum(state == ReplayItem.State.RUNNING for state, _, _ in rows),
+        failed=sum(state == ReplayItem.State.FAILED for state, _, _ in rows),
+        counts=job.counts if job.state == ReplayJob.State.DONE else sum_counts(c for _, c in done),
+    )

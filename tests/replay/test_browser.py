@@ -1,0 +1,95 @@
+"""In real headless Chromium, with a real worker: a reviewer freezes a family as a fixture
+set, replays it against the draft, watches the progress bar finish and opens a group that
+changed."""
+
+from __future__ import annotations
+
+import pytest
+
+from reviewapp.models import FixtureSet, ReplayJob, Ticket
+from reviewapp.policy.versions import proposal_decide
+from tests.browser import chromium, log_in
+from tests.replay.conftest import propose_owner
+
+pytestmark = [pytest.mark.browser, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium() as browser:
+        yield browser
+
+
+def test_freeze_a_family_replay_it_against_the_draft_and_open_a_changed_group(
+    browser, worker, live_server, small_desk, reviewer, approver
+):
+    # The draft: the active policy with the ledger owning status, approved.
+    proposal_decide(proposal=propose_owner(reviewer), user=approver, approve=True, reason="")
+    ticket = Ticket.objects.get(run__run_id="run-1")
+    base = live_server.url
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on(
+        "console", lambda message: errors.append(message.text) if message.type == "error" else None
+    )
+    failed: list[str] = []
+    page.on(
+        "response",
+        lambda r: failed.append(r.url) if r.status >= 400 and "favicon" not in r.url else None,
+    )
+    log_in(page, base, "rita")
+
+    page.goto(f"{base}/tickets/{ticket.pk}/")
+    page.click("#freeze-family")
+    page.wait_for_selector("text=Frozen:")
+    fixture_set = FixtureSet.objects.get(origin="family")
+    assert page.url == f"{base}/replay/fixtures/{fixture_set.pk}/"
+    assert (
+        fixture_set.run_count == Ticket.objects.filter(fingerprint=ticket.fingerprint).count() > 1
+    )
+
+    page.select_option("#id_policy", "draft")
+    page.click("#start-replay")
+    page.wait_for_url(f"{base}/replay/jobs/*/")
+    job = ReplayJob.objects.get()
+    assert page.is_visible("text=prospective under v1 draft")
+    # The worker takes it; the bar, polled every second, fills and then stops polling.
+    page.wait_for_selector("#job-state >> text=done", timeout=60_000)
+    assert page.get_attribute("#job-progress progress", "value") == "100"
+    assert page.get_attribute("#job-progress", "hx-trigger") is None
+
+    page.click("#count-changed")
+    page.wait_for_selector("#replay-changes")
+    job.refresh_from_db()
+    assert page.locator(".open-group").count() == job.changed_groups > 0
+    page.locator(".open-group").first.click()
+    page.wait_for_selector("#prospective")
+    assert page.inner_text("#recorded h2") == "Recorded under the built-in default"
+    assert page.inner_text("#prospective h2") == "Prospective under v1 draft"
+    assert "conflict" in page.inner_text("#recorded") and "resolved" in page.inner_text(
+        "#prospective"
+    )
+    assert "order-ledger" in page.inner_text("body")
+    # No request failed and no script was refused (the CSP allows no inline code).
+    assert failed == []
+    assert [e for e in errors if "favicon" not in e and "404" not in e] == []
+    page.close()
+
+
+def test_an_approver_sees_the_impact_of_a_proposal_before_deciding(
+    browser, worker, live_server, small_desk, reviewer, approver
+):
+    proposal = propose_owner(reviewer)
+    base = live_server.url
+    page = browser.new_page()
+    log_in(page, base, "abel")
+    page.goto(f"{base}/policy/proposals/{proposal.pk}/")
+    # Started as the page loads, polled until the worker is done with every open ticket.
+    page.wait_for_selector("#impact-settled", timeout=60_000)
+    assert page.inner_text("#impact-settled") == "17 open tickets"
+    assert page.inner_text("#impact-newly_unsafe") == "0"
+    assert page.is_visible(f"text=prospective under v1 draft with proposal #{proposal.pk}")
+    job = ReplayJob.objects.get()
+    assert (job.started_by, job.reason) == (approver, f"impact of {job.candidate.label}")
+    assert page.is_visible("#approve")
+    page.close()
