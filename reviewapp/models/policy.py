@@ -69,10 +69,22 @@ class PolicyCandidate(models.Model):
         triggers = guards.append_only()
         ordering = ["-created_at", "-id"]
         constraints = [
+            # One per kind and document, and per version or proposal where it names one
+            # (partial indexes: SQLite has no NULLS NOT DISTINCT).
             models.UniqueConstraint(
-                fields=["kind", "sha256", "version", "proposal"],
+                fields=["kind", "sha256"],
+                condition=Q(version__isnull=True, proposal__isnull=True),
                 name="candidate_once_per_document",
-                nulls_distinct=False,
+            ),
+            models.UniqueConstraint(
+                fields=["kind", "sha256", "version"],
+                condition=Q(version__isnull=False),
+                name="candidate_once_per_version",
+            ),
+            models.UniqueConstraint(
+                fields=["kind", "sha256", "proposal"],
+                condition=Q(proposal__isnull=False),
+                name="candidate_once_per_proposal",
             ),
             models.CheckConstraint(
                 condition=(Q(kind="version") & Q(version__isnull=False) & Q(proposal__isnull=True))
