@@ -174,6 +174,13 @@ class RuleProposal(models.Model):
     def __str__(self) -> str:
         return f"proposal #{self.pk}: {self.sentence}"
 
+    @property
+    def decision_note(self) -> str:
+        """The decider's reason, if they gave one (approvals before 2026-12 stored the word
+        "approved" in its place)."""
+        reason = self.decision_reason.strip()
+        return "" if reason == self.state else reason
+
 
 class ProspectiveSettlement(models.Model):
     """An open ticket that a published version would settle, computed after the publish:

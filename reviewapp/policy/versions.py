@@ -95,8 +95,6 @@ def proposal_decide(*, proposal: RuleProposal, user, approve: bool, reason: str)
     """Approve or reject a pending proposal; never by its own proposer."""
     if proposal.proposed_by_id == user.pk:
         raise FourEyesError("you proposed this change: someone else must approve or reject it")
-    if approve and not reason.strip():
-        reason = "approved"
     if not approve and not reason.strip():
         raise PolicyWorkError("say why you reject it")
     state = RuleProposal.State.APPROVED if approve else RuleProposal.State.REJECTED

@@ -27,7 +27,7 @@ from reviewapp.engine import (
 )
 from reviewapp.infra.times import parse_timestamp
 from reviewapp.judging.policies import default_policy, policy_of_version_id
-from reviewapp.models import Finding, Ticket, TraceRecord, Verdict
+from reviewapp.models import AuditEvent, Finding, Ticket, TicketComment, TraceRecord, Verdict
 
 log = logging.getLogger(__name__)
 # Past these, the page says how many more there are; the handoff package has them all.
@@ -398,4 +398,38 @@ def handoff_package(evidence: TicketEvidence) -> dict[str, Any]:
             else None
         ),
         "findings": [{"kind": f.kind, "evidence": f.evidence} for f in evidence.findings],
+        **_work_record(ticket),
+    }
+
+
+def _work_record(ticket: Ticket) -> dict[str, Any]:
+    """What people did with the ticket: its state of work, its comments and its audit
+    trail, so that the team it is handed to sees why it was closed, and by whom."""
+    people = Ticket.objects.select_related("assignee", "closed_by").get(pk=ticket.pk)
+    comments = TicketComment.objects.filter(ticket=ticket).select_related("author")
+    events = AuditEvent.objects.filter(ticket=ticket).select_related("actor")
+    return {
+        "work": {
+            "state": people.state,
+            "assignee": people.assignee.get_username() if people.assignee else None,
+            "resolution": people.resolution or None,
+            "cause": people.cause or None,
+            "causeNote": people.cause_text or None,
+            "closedBy": people.closed_by.get_username() if people.closed_by else None,
+            "closedAt": people.closed_at.isoformat() if people.closed_at else None,
+        },
+        "comments": [
+            {"author": c.author.get_username(), "at": c.created_at.isoformat(), "text": c.text}
+            for c in comments
+        ],
+        "auditTrail": [
+            {
+                "at": e.created_at.isoformat(),
+                "actor": e.actor.get_username() if e.actor else None,
+                "verb": e.verb,
+                "channel": e.channel or None,
+                "data": e.data,
+            }
+            for e in events
+        ],
     }

@@ -19,7 +19,6 @@ from tests.replay.test_worker import (
     assert_each_group_once,
     done_items,
     finished,
-    running_holder,
 )
 from tests.seeding import desk_lines, ingest_lines
 
@@ -65,8 +64,9 @@ def test_the_whole_worker_killed_and_restarted_finishes_every_item_once(
     # job whose message was lost.
     job = job_start(freeze_open_tickets(user=reviewer), candidate, user=reviewer, send=False)
     wait_for(lambda: done_items(job) >= job.item_count // 4, 120, "a quarter of the items")
-    wait_for(lambda: running_holder(job), 30, "an item being judged")
-    held = ReplayItem.objects.filter(job=job, state="running").count()
+    running = ReplayItem.objects.filter(job=job, state="running")
+    wait_for(running.exists, 30, "an item being judged")
+    held = running.count()
     stack.processes["worker"].kill()  # SIGKILL to its process group: the pool goes too
     killed_at = time.monotonic()
     done_then = done_items(job)

@@ -23,7 +23,7 @@ QUEUE_QUERIES_COLD = 11
 # some), family and run neighbours, the people one may assign to.
 TICKET_QUERIES_WARM = 7
 TICKET_QUERIES_COLD = 14
-HANDOFF_QUERIES = 5
+HANDOFF_QUERIES = 8
 
 
 QUEUE_VIEWS = [

@@ -270,6 +270,30 @@ def test_the_handoff_package_has_what_a_source_team_needs(client, viewer, desk):
     assert package["actionThatFollowed"]["envelope"]["lineNumber"] == 7
     assert package["verdict"]["evidence"] == ["obs-refund", "obs-search"]
     assert package["agentResolution"]["reasoning"] == "The refund service is newer."
+    assert package["work"]["state"] == "open" and package["comments"] == []
+
+
+def test_the_handoff_package_says_what_people_did(client, reviewer, desk):
+    ticket = desk["run-stale"]
+    changes.ticket_comment(ticket, actor=reviewer, text="the index lags after deploys")
+    changes.ticket_close(
+        ticket,
+        revision=1,
+        actor=reviewer,
+        resolution="explained",
+        cause="other",
+        cause_text="index rebuilt at 02:00",
+    )
+    client.force_login(reviewer)
+    package = json.loads(client.get(reverse("ticket-handoff", args=[ticket.pk])).content)
+    work = package["work"]
+    assert (work["state"], work["resolution"], work["cause"]) == ("closed", "explained", "other")
+    assert (work["causeNote"], work["closedBy"]) == ("index rebuilt at 02:00", "rita")
+    assert work["closedAt"]
+    [comment] = package["comments"]
+    assert (comment["author"], comment["text"]) == ("rita", "the index lags after deploys")
+    verbs = [event["verb"] for event in package["auditTrail"]]
+    assert verbs == ["commented", "closed"] and all(e["actor"] == "rita" for e in package["auditTrail"])
 
 
 def test_a_plain_post_works_without_javascript(client, reviewer, desk):
