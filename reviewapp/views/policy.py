@@ -253,7 +253,8 @@ def proposal_decide(request: HttpRequest, pk: int) -> HttpResponse:
     except (PolicyError, PolicyWorkError, ValueError) as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, f"Proposal #{pk} {form.cleaned_data['decision']}d.")
+        decided = "approved" if form.cleaned_data["decision"] == "approve" else "rejected"
+        messages.success(request, f"Proposal #{pk} {decided}.")
     return redirect("proposal-detail", pk=pk)
 
 

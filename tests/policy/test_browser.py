@@ -27,7 +27,7 @@ def test_a_decision_goes_from_proposal_to_published_version(
     page.fill("#id_unless_values", "chargeback")
     page.fill("#id_rationale", "The refund service is the system of record.")
     # The htmx preview explains the rule before anything is saved.
-    page.wait_for_selector("#proposal-preview >> text=refund-service owns `status`")
+    page.wait_for_selector("#proposal-preview >> text=refund-service owns status")
     page.click("#propose")
     page.wait_for_selector("text=someone else must approve or reject it")
     proposal = RuleProposal.objects.get()
@@ -45,7 +45,7 @@ def test_a_decision_goes_from_proposal_to_published_version(
     page.click("#publish")
     page.wait_for_selector("h1 >> text=Policy v1")
     assert page.is_visible(
-        "text=refund-service owns `status` whatever the agent does next, unless a value is chargeback."
+        "text=refund-service owns status whatever the agent does next, unless a value is chargeback."
     )
     assert PolicyVersion.objects.get().number == 1
     page.close()

@@ -2,14 +2,15 @@
 
 import io
 import json
+import re
 
 import pytest
 from django.urls import reverse
-from django.utils.html import escape
 
 from reviewapp.ingest.pipeline import ingest_file
 from reviewapp.models import PolicyVersion, RuleProposal, Ticket
 from reviewapp.policy.versions import policy_version_publish, proposal_create, proposal_decide
+from reviewapp.templatetags.policy_text import code_spans
 from tests.paths import SPEC as SPEC_DIR
 
 pytestmark = pytest.mark.django_db
@@ -33,7 +34,7 @@ def test_a_reviewer_proposes_from_the_form(client, reviewer):
         "source": "refund-service",
         "unlessValues": ["chargeback"],
     }
-    assert escape(proposal.sentence) in response.content.decode()
+    assert code_spans(proposal.sentence) in response.content.decode()
     assert "someone else must approve" in response.content.decode()
 
 
@@ -42,7 +43,7 @@ def test_the_preview_says_what_it_means_without_saving(client, reviewer):
     response = client.post(reverse("policy-propose-preview"), FORM, headers={"HX-Request": "true"})
     body = response.content.decode()
     assert (
-        "refund-service owns `status`" in body
+        "refund-service owns <code>status</code>" in body
         and 'id="proposal-preview"' in body
         and "<html" not in body
     )
@@ -66,6 +67,28 @@ def test_the_proposer_gets_403_when_approving_their_own(client, approver):
     response = client.post(reverse("proposal-decide", args=[proposal.pk]), {"decision": "approve"})
     assert response.status_code == 403
     assert RuleProposal.objects.get().state == "pending"
+
+
+def test_a_decision_reads_as_a_sentence(client, reviewer, approver):
+    approved, rejected = (
+        proposal_create(user=reviewer, kind="require-review", change={"field": f}, rationale="x")
+        for f in ("status", "eta")
+    )
+    client.force_login(approver)
+    page = client.post(
+        reverse("proposal-decide", args=[approved.pk]), {"decision": "approve"}, follow=True
+    ).content.decode()
+    assert f"Proposal #{approved.pk} approved." in page
+    state = page[page.index('id="proposal-state"') :]
+    state = " ".join(state[: state.index("</p>")].split())
+    # No reason given: the line ends with the date, not ": approved".
+    assert re.search(r"approved</span> by abel on \d{4}-\d\d-\d\d \d\d:\d\d$", state), state
+    page = client.post(
+        reverse("proposal-decide", args=[rejected.pk]),
+        {"decision": "reject", "reason": "eta is the carrier's"},
+        follow=True,
+    ).content.decode()
+    assert f"Proposal #{rejected.pk} rejected." in page and "eta is the carrier&#x27;s" in page
 
 
 def test_a_reviewer_may_not_approve_or_publish(client, reviewer, second_reviewer):
@@ -116,7 +139,8 @@ def test_versions_are_readable_exportable_and_diffable(client, viewer, reviewer,
     client.force_login(viewer)
     page = client.get(reverse("policy-version", args=[1])).content.decode()
     assert (
-        "A disagreement on `status` always goes to a person whatever the agent does next." in page
+        "A disagreement on <code>status</code> always goes to a person whatever the agent does next."
+        in page
     )
     export = client.get(reverse("policy-export", args=[1]))
     assert export["Content-Disposition"] == 'attachment; filename="policy-v1.json"'
@@ -195,3 +219,11 @@ def test_a_policy_file_too_large_to_be_one_is_refused(client, reviewer):
     ).content.decode()
     assert "a policy file is at most 1,048,576 bytes" in page
     assert not RuleProposal.objects.exists()
+
+
+def test_code_in_a_rule_sentence_is_code_and_the_rest_is_escaped():
+    assert code_spans("`refund-service` owns `status` <b>") == (
+        "<code>refund-service</code> owns <code>status</code> &lt;b&gt;"
+    )
+    assert code_spans("`<script>`") == "<code>&lt;script&gt;</code>"
+    assert code_spans("an odd ` stays") == "an odd ` stays"
