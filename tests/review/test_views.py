@@ -293,7 +293,9 @@ def test_the_handoff_package_says_what_people_did(client, reviewer, desk):
     [comment] = package["comments"]
     assert (comment["author"], comment["text"]) == ("rita", "the index lags after deploys")
     verbs = [event["verb"] for event in package["auditTrail"]]
-    assert verbs == ["commented", "closed"] and all(e["actor"] == "rita" for e in package["auditTrail"])
+    assert verbs == ["commented", "closed"] and all(
+        e["actor"] == "rita" for e in package["auditTrail"]
+    )
 
 
 def test_a_plain_post_works_without_javascript(client, reviewer, desk):
