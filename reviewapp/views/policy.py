@@ -6,8 +6,9 @@ import json
 
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse, HttpResponseForbidden, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
@@ -249,7 +250,7 @@ def proposal_decide(request: HttpRequest, pk: int) -> HttpResponse:
             reason=form.cleaned_data["reason"],
         )
     except FourEyesError as exc:
-        return HttpResponseForbidden(str(exc))
+        raise PermissionDenied(str(exc)) from exc
     except (PolicyError, PolicyWorkError, ValueError) as exc:
         messages.error(request, str(exc))
     else:
