@@ -6,12 +6,16 @@ from django.contrib.auth.decorators import permission_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import pluralize
+from django.urls import reverse
+from django.utils.html import format_html
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from reviewapp.accounts.roles import INGEST
 from reviewapp.forms.ingest import TokenForm, UploadForm
 from reviewapp.ingest.batches import BatchNotRetryable, retry_batch
+from reviewapp.ingest.progress import batch_so_far
 from reviewapp.ingest.receive import DeliveryRefused, upload_receive
 from reviewapp.ingest.tokens import create_token, revoke_token
 from reviewapp.ingest.uploads import refused_uploads
@@ -50,26 +54,50 @@ def batch_list(request: HttpRequest) -> HttpResponse:
 
 
 def _accept_uploads(request: HttpRequest, files) -> None:
+    """Each file on its own: one that is refused or empty is named, and the others go on."""
     for upload in files:
+        if not upload.size:
+            messages.warning(request, f"{upload.name}: the file is empty; nothing to ingest.")
+            continue
         try:
             received = upload_receive(upload, name=upload.name, user=request.user)
         except DeliveryRefused as refused:
             messages.error(request, f"{upload.name}: {refused}; not ingested.")
             continue
+        batch_url = reverse("batch-detail", args=[received.batch.public_id])
         summary = received.summary
         if summary is None:
             size = received.batch.size_bytes
-            messages.info(request, f"{upload.name}: queued for a worker ({size:,} bytes).")
+            messages.info(
+                request,
+                format_html(
+                    '{}: queued for a worker ({} bytes). <a href="{}">Follow it</a>.',
+                    upload.name,
+                    f"{size:,}",
+                    batch_url,
+                ),
+            )
         elif not summary.lines:
             messages.warning(request, f"{upload.name}: the file is empty; nothing to ingest.")
         else:
+            ignored = (
+                f", {summary.ignored:,} spans without a tool call ignored"
+                if summary.ignored
+                else ""
+            )
             messages.success(
                 request,
-                f"{upload.name}: {summary.lines:,} lines, {summary.accepted:,} accepted, {summary.duplicates:,} duplicates, {summary.rejected:,} rejected"
-                + (
-                    f", {summary.ignored:,} spans without a tool call ignored."
-                    if summary.ignored
-                    else "."
+                format_html(
+                    "{}: {}, {} accepted, {} duplicates, {} rejected{}; {} opened. "
+                    '<a href="{}">See the batch</a>.',
+                    upload.name,
+                    f"{summary.lines:,} line{pluralize(summary.lines)}",
+                    f"{summary.accepted:,}",
+                    f"{summary.duplicates:,}",
+                    f"{summary.rejected:,}",
+                    ignored,
+                    f"{summary.tickets:,} ticket{pluralize(summary.tickets)}",
+                    batch_url,
                 ),
             )
 
@@ -88,10 +116,12 @@ def batch_detail(request: HttpRequest, public_id) -> HttpResponse:
 
 
 def _batch_state(request: HttpRequest, batch: IngestBatch) -> dict:
+    running = batch.state == IngestBatch.State.RUNNING
     return {
         "batch": batch,
         "can_ingest": request.user.has_perm(INGEST),
         "worker_silent": None if batch.is_finished else silent_since("worker"),
+        "so_far": batch_so_far(batch) if running else None,
     }
 
 

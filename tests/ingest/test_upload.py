@@ -29,11 +29,41 @@ def test_small_files_are_ingested_at_once_several_at_a_time(client, reviewer):
     assert response.status_code == 200
     assert IngestBatch.objects.filter(state="done").count() == 2
     body = response.content.decode()
-    assert "a.jsonl: 1 lines, 1 accepted" in body
+    a_batch = IngestBatch.objects.get(file_name="a.jsonl")
+    assert "a.jsonl: 1 line, 1 accepted, 0 duplicates, 0 rejected; 0 tickets opened." in body
+    assert (
+        f'<a href="{reverse("batch-detail", args=[a_batch.public_id])}">See the batch</a>' in body
+    )
     batch = IngestBatch.objects.get(file_name="b.jsonl")
     detail = client.get(reverse("batch-detail", args=[batch.public_id])).content.decode()
     # Trace content is always escaped.
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in detail and "<script>alert(1)" not in detail
+
+
+def test_an_empty_file_among_several_is_named_and_the_others_are_ingested(client, reviewer):
+    client.force_login(reviewer)
+    body = upload(
+        client,
+        SimpleUploadedFile("empty.jsonl", b""),
+        SimpleUploadedFile("a<b>.jsonl", GOOD),
+    ).content.decode()
+    assert "empty.jsonl: the file is empty; nothing to ingest." in body
+    assert "a&lt;b&gt;.jsonl: 1 line, 1 accepted" in body  # a file's name is escaped
+    assert list(IngestBatch.objects.values_list("file_name", flat=True)) == ["a<b>.jsonl"]
+
+
+def test_a_running_batch_shows_what_it_has_stored_so_far(client, reviewer, tmp_path):
+    from tests.seeding import desk_lines, ingest_lines
+
+    ingest_lines(tmp_path, desk_lines(3))
+    batch = IngestBatch.objects.get()
+    IngestBatch.objects.filter(pk=batch.pk).update(state="running")  # as a worker sees it
+    client.force_login(reviewer)
+    body = client.get(reverse("batch-progress", args=[batch.public_id])).content.decode()
+    accepted = batch.trace_lines.filter(accepted=True).count()
+    tickets = batch.opened_tickets.count()
+    assert accepted and tickets
+    assert f"So far: {accepted} lines accepted,\n    0 rejected · {tickets} tickets opened" in body
 
 
 def test_large_files_go_to_a_worker_with_a_progress_bar(

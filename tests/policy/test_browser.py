@@ -49,3 +49,19 @@ def test_a_decision_goes_from_proposal_to_published_version(
     )
     assert PolicyVersion.objects.get().number == 1
     page.close()
+
+
+def test_the_propose_form_shows_only_the_chosen_kinds_inputs(browser, live_server, reviewer):
+    page = browser.new_page()
+    log_in(page, live_server.url, "rita")
+    page.goto(f"{live_server.url}/policy/propose/")
+    page.select_option("#id_kind", "authoritative-source")
+    assert page.is_visible("#id_source") and page.is_visible("#id_unless_values")
+    assert not page.is_visible("#id_error_code") and not page.is_visible("#id_normalize_kind")
+    page.select_option("#id_kind", "normalizer")
+    assert page.is_visible("#id_normalize_kind") and page.is_visible("#id_aliases")
+    assert not page.is_visible("#id_source") and not page.is_visible("#id_actions")
+    page.select_option("#id_kind", "harmless-error")
+    assert page.is_visible("#id_error_code") and not page.is_visible("#id_normalize_kind")
+    # The inputs every kind has stay.
+    assert page.is_visible("#id_field") and page.is_visible("#id_rationale")
