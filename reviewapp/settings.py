@@ -264,6 +264,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "reviewapp.tasks.reconcile_replay_jobs_task",
         "schedule": float(RECONCILE_SECONDS),
     },
+    # A published version's settlement labels, when the task sent at publish was lost.
+    "finish-lost-labellings": {
+        "task": "reviewapp.tasks.finish_lost_labellings_task",
+        "schedule": 300.0,
+    },
 }
 # A running batch whose heartbeat (every chunk, every judging step) is this old has lost
 # its worker, and is sent again; a queued one no worker took after this long, likewise.

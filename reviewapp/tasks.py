@@ -19,6 +19,16 @@ def label_settled_tickets_task(version_id: int) -> int:
 
 
 @app.task
+def finish_lost_labellings_task() -> list[int]:
+    """Periodic (beat): label the settlements of versions whose labelling task was lost."""
+    from datetime import timedelta
+
+    from reviewapp.policy.settlements import labellings_finish
+
+    return labellings_finish(older_than=timedelta(minutes=5))
+
+
+@app.task
 def resume_stalled_batches_task() -> int:
     """Periodic (beat): send again batches whose worker died, whose message was lost, or
     that failed with tries left; delete the kept bodies of those with none left, after a

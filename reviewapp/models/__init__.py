@@ -12,6 +12,7 @@ from reviewapp.models.policy import (
     PolicyVersion,
     ProspectiveSettlement,
     RuleProposal,
+    SettlementLabelling,
 )
 from reviewapp.models.replay import (
     FixtureRun,
@@ -58,6 +59,7 @@ __all__ = [
     "ReplayJob",
     "ReplayResult",
     "RuleProposal",
+    "SettlementLabelling",
     "Run",
     "ServicePulse",
     "ShadowBackfill",

@@ -205,3 +205,19 @@ class ProspectiveSettlement(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.ticket_id} would be {self.kind} under v{self.policy_version.number}"
+
+
+class SettlementLabelling(models.Model):
+    """Whether a worker has labelled the open tickets a published version would settle:
+    made with the version (unfinished), finished by the worker. Until then the version's
+    pages say that labelling is under way rather than show a count still growing."""
+
+    version = models.OneToOneField(
+        PolicyVersion, on_delete=models.PROTECT, primary_key=True, related_name="labelling"
+    )
+    finished_at = models.DateTimeField(null=True, blank=True)
+    labelled = models.PositiveIntegerField(default=0)
+
+    def __str__(self) -> str:
+        state = "labelled" if self.finished_at else "labelling"
+        return f"v{self.version_id} {state}"

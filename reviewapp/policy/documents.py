@@ -116,6 +116,35 @@ def describe_change(kind: str, change: dict[str, Any]) -> str:
     return kind
 
 
+def overlaps(document: dict[str, Any], kind: str, change: dict[str, Any]) -> list[str]:
+    """What in `document` the change would meet, each said in a sentence: rules tried before
+    it for the same field and action (a new rule goes last, so those decide first), or the
+    field's setting it would replace or extend. Empty when it overlaps nothing."""
+    found: list[str] = []
+    field_name = change.get("field")
+    if kind in RULE_CHANGES:
+        actions = set(change.get("actions") or ())
+        for rule in document.get("rules", []):
+            same_field = "*" in (rule.get("field"), field_name) or rule.get("field") == field_name
+            theirs = set(rule.get("actions") or ())
+            same_action = not actions or not theirs or bool(actions & theirs)
+            if same_field and same_action:
+                found.append(
+                    f"Rule `{rule.get('id')}` is tried first where both apply: "
+                    f"{describe_rule(rule)}"
+                )
+        return found
+    spec = document.get("fields", {}).get(field_name, {})
+    if kind == "normalizer" and spec.get("normalize"):
+        found.append(
+            f"`{field_name}` is already compared as {spec['normalize'].get('kind')}: "
+            "this replaces it."
+        )
+    if kind == "harmless-error" and change.get("code") in spec.get("harmlessErrors", []):
+        found.append(f"The error {change.get('code')} is already harmless for `{field_name}`.")
+    return found
+
+
 @dataclass
 class PolicyDiff:
     rules_added: list[dict[str, Any]] = field(default_factory=list)

@@ -13,12 +13,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
+
+from django.utils import timezone
 
 from reviewapp.engine import Policy, load_policy
 from reviewapp.judging.core import judge, stored_runs
 from reviewapp.judging.policies import policy_of_version
-from reviewapp.models import PolicyVersion, ProspectiveSettlement, Run, Ticket
+from reviewapp.models import (
+    PolicyVersion,
+    ProspectiveSettlement,
+    Run,
+    SettlementLabelling,
+    Ticket,
+)
 from reviewapp.policy.versions import draft_document
 from reviewapp.review.changes import revisions_as_seen, tickets_close_settled
 from reviewapp.review.stamp import DataStamp
@@ -117,7 +126,31 @@ def settlements_label(version: PolicyVersion) -> int:
             ignore_conflicts=True,
         )
         labelled += len(found)
+    SettlementLabelling.objects.update_or_create(
+        version=version,
+        defaults={"finished_at": timezone.now(), "labelled": version.settlements.count()},
+    )
     return labelled
+
+
+def labellings_finish(older_than: timedelta) -> list[int]:
+    """Label what versions published more than `older_than` ago would settle, where no
+    worker has finished it (the task sent at publish was lost: a broker down then, say).
+    Labelling twice adds nothing. Returns the version numbers labelled."""
+    cutoff = timezone.now() - older_than
+    unfinished = PolicyVersion.objects.filter(
+        labelling__finished_at__isnull=True, published_at__lt=cutoff
+    ).order_by("number")
+    numbers = []
+    for version in unfinished:
+        settlements_label(version)
+        numbers.append(version.number)
+    return numbers
+
+
+def labelling_under_way(version: PolicyVersion) -> bool:
+    """Whether a worker has yet to finish labelling what the version would settle."""
+    return SettlementLabelling.objects.filter(version=version, finished_at__isnull=True).exists()
 
 
 def settled_open_tickets(version: PolicyVersion):

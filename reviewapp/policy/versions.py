@@ -19,7 +19,7 @@ from django.utils import timezone
 from reviewapp.accounts.audit import audit_record
 from reviewapp.celery import app
 from reviewapp.judging.policies import default_policy_document, latest_version
-from reviewapp.models import PolicyVersion, RuleProposal, Ticket
+from reviewapp.models import PolicyVersion, RuleProposal, SettlementLabelling, Ticket
 from reviewapp.policy.documents import apply_change, describe_change
 
 
@@ -152,6 +152,7 @@ def policy_version_publish(*, user, reason: str) -> PolicyVersion:
                 "another version was published at the same moment: look at it and try again"
             ) from None
         RuleProposal.objects.filter(pk__in=[p.pk for p in proposals]).update(published_in=version)
+        SettlementLabelling.objects.create(version=version)
         _audit(
             user,
             "policy.published",

@@ -10,6 +10,8 @@ from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.html import format_html
 from django.views.decorators.http import require_GET, require_POST
 
 from reviewapp.accounts.roles import APPROVE_RULE, PROPOSE_RULE, WORK_TICKET
@@ -19,7 +21,7 @@ from reviewapp.forms.policy import DecisionForm, ImportForm, ProposalForm, Publi
 from reviewapp.judging.policies import default_policy_document
 from reviewapp.models import PolicyVersion, RuleProposal, Ticket
 from reviewapp.policy import settlements, versions
-from reviewapp.policy.documents import describe_change, describe_rule, diff_documents
+from reviewapp.policy.documents import describe_change, describe_rule, diff_documents, overlaps
 from reviewapp.policy.versions import (
     FourEyesError,
     PolicyWorkError,
@@ -62,7 +64,15 @@ def policy_home(request: HttpRequest) -> HttpResponse:
 def version_detail(request: HttpRequest, number: int) -> HttpResponse:
     version = get_object_or_404(PolicyVersion.objects.select_related("published_by"), number=number)
     settled = version.settlements.filter(ticket__state=Ticket.State.OPEN).count()
+    labelling = settlements.labelling_under_way(version)
+    if request.GET.get("part") == "settled":
+        return render(
+            request,
+            "policy/version.html#settled-summary",
+            {"version": version, "settled_open": settled, "labelling": labelling},
+        )
     context = {
+        "labelling": labelling,
         "version": version,
         "rules": _rules(version.document),
         "document_json": json.dumps(
@@ -86,6 +96,15 @@ def version_export(request: HttpRequest, number: int) -> JsonResponse:
     return response
 
 
+def _last_two_published() -> tuple[str, str]:
+    """What the diff page compares unless told: the last two published versions (the
+    built-in default before the first; the draft while nothing is published)."""
+    newest = list(PolicyVersion.objects.order_by("-number").values_list("number", flat=True)[:2])
+    if not newest:
+        return "0", "draft"
+    return (str(newest[1]) if len(newest) > 1 else "0"), str(newest[0])
+
+
 def _document_for(label: str) -> tuple[str, dict]:
     """ "draft", a version number, or "0" for the built-in default."""
     if label == "draft":
@@ -99,16 +118,18 @@ def _document_for(label: str) -> tuple[str, dict]:
 
 @require_GET
 def version_diff(request: HttpRequest) -> HttpResponse:
-    number, _ = active_document()
-    old_label, old = _document_for(request.GET.get("from") or str(number))
-    new_label, new = _document_for(request.GET.get("to") or "draft")
+    default_from, default_to = _last_two_published()
+    from_value = request.GET.get("from") or default_from
+    to_value = request.GET.get("to") or default_to
+    old_label, old = _document_for(from_value)
+    new_label, new = _document_for(to_value)
     context = {
         "old_label": old_label,
         "new_label": new_label,
         "diff": diff_documents(old, new).lines(),
         "versions": [str(n) for n in PolicyVersion.objects.values_list("number", flat=True)],
-        "from_value": request.GET.get("from") or str(number),
-        "to_value": request.GET.get("to") or "draft",
+        "from_value": from_value,
+        "to_value": to_value,
     }
     return render(request, "policy/diff.html", context)
 
@@ -188,6 +209,7 @@ def propose_preview(request: HttpRequest) -> HttpResponse:
             )
             context.update(
                 sentence=describe_change(kind, change),
+                overlaps=_overlaps_in_draft(kind, change),
                 settled=settled,
                 considered=considered,
                 preview_limit=settlements.PREVIEW_TICKET_LIMIT,
@@ -195,6 +217,15 @@ def propose_preview(request: HttpRequest) -> HttpResponse:
         except (PolicyError, ValueError) as exc:
             context["error"] = str(exc)
     return render(request, "policy/propose.html#proposal-preview", context)
+
+
+def _overlaps_in_draft(kind: str, change: dict) -> list[str]:
+    if kind == "document":
+        return []
+    try:
+        return overlaps(draft_document(), kind, change)
+    except (PolicyError, ValueError):  # the draft itself is refused: its page says why
+        return []
 
 
 @require_GET
@@ -221,6 +252,10 @@ def proposal_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
     context = {
         "proposal": proposal,
+        # What a pending proposal meets in the draft it would be added to.
+        "overlaps": _overlaps_in_draft(proposal.kind, proposal.change)
+        if proposal.state == RuleProposal.State.PENDING
+        else [],
         "tickets": proposal.tickets.select_related("run")[:50],
         "change_json": json.dumps(proposal.change, indent=2, ensure_ascii=False),
         "can_decide": can_decide,
@@ -294,7 +329,13 @@ def publish_view(request: HttpRequest) -> HttpResponse:
         messages.error(request, str(exc))
         return redirect("policy-draft")
     messages.success(
-        request, f"Published v{version.number}: it judges everything ingested from now on."
+        request,
+        format_html(
+            "Published v{}: it judges everything ingested from now on. A worker labels the open "
+            'tickets it would settle: <a href="{}">see them</a>.',
+            version.number,
+            reverse("policy-settled", args=[version.number]),
+        ),
     )
     return redirect("policy-version", number=version.number)
 
@@ -334,7 +375,12 @@ def settled_tickets(request: HttpRequest, number: int) -> HttpResponse:
     page = Paginator(
         settlements.settled_open_tickets(version).prefetch_related("settlements"), 50
     ).get_page(request.GET.get("page"))
-    context = {"version": version, "page": page, "seen": data_stamp().text}
+    context = {
+        "version": version,
+        "page": page,
+        "seen": data_stamp().text,
+        "labelling": settlements.labelling_under_way(version),
+    }
     return render(request, "policy/settled.html", context)
 
 

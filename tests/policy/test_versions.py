@@ -281,3 +281,25 @@ def test_diffs_show_added_removed_and_changed_rules():
     assert [(o["field"], n["field"]) for o, n in diff.rules_changed] == [("x", "z")]
     assert diff.fields_added == [("x", {"harmlessErrors": ["E"]})]
     assert ("-", "rule b: " + describe_rule(old["rules"][1])) in diff.lines()
+
+
+def test_a_labelling_whose_task_was_lost_is_finished_by_beats_sweep(reviewer, approver):
+    from datetime import timedelta
+
+    from reviewapp.models import SettlementLabelling
+    from reviewapp.policy.settlements import labellings_finish
+
+    proposal_decide(
+        proposal=proposal_create(
+            user=reviewer, kind="require-review", change={"field": "status"}, rationale="x"
+        ),
+        user=approver,
+        approve=True,
+        reason="",
+    )
+    version = policy_version_publish(user=approver, reason="first")  # no worker here
+    assert SettlementLabelling.objects.get(version=version).finished_at is None
+    assert labellings_finish(older_than=timedelta(minutes=5)) == []  # too new: a worker may
+    assert labellings_finish(older_than=timedelta(0)) == [version.number]
+    assert SettlementLabelling.objects.get(version=version).finished_at is not None
+    assert labellings_finish(older_than=timedelta(0)) == []

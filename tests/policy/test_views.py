@@ -147,6 +147,20 @@ def test_versions_are_readable_exportable_and_diffable(client, viewer, reviewer,
     assert json.loads(export.content)["version"] == 1
     diff = client.get(reverse("policy-diff"), {"from": "0", "to": "1"}).content.decode()
     assert "+</span> rule review-status" in diff
+    # Unless told, the diff is between the last two published versions.
+    assert "<h1>built-in default → v1</h1>" in client.get(reverse("policy-diff")).content.decode()
+    proposal_decide(
+        proposal=proposal_create(
+            user=reviewer, kind="require-review", change={"field": "eta"}, rationale="x"
+        ),
+        user=approver,
+        approve=True,
+        reason="",
+    )
+    policy_version_publish(user=approver, reason="second")
+    diff = client.get(reverse("policy-diff")).content.decode()
+    assert "<h1>v1 → v2</h1>" in diff and "+</span> rule review-eta" in diff
+    assert '<option value="1" selected>' in diff and '<option value="2" selected>' in diff
 
 
 def test_an_import_with_errors_names_the_bad_path(client, reviewer):
@@ -197,6 +211,34 @@ def test_a_ticket_offers_a_proposal_and_shows_a_newer_version_would_settle_it(
     )
 
 
+def test_a_version_says_labelling_until_its_worker_is_done_then_links_what_it_settles(
+    client, reviewer, approver
+):
+    from reviewapp.policy.settlements import settlements_label
+
+    ingest_file(SPEC_DIR / "order-status.jsonl", channel="cli")
+    change = {"field": "status", "source": "refund-service"}
+    proposal = proposal_create(
+        user=reviewer, kind="authoritative-source", change=change, rationale="x"
+    )
+    proposal_decide(proposal=proposal, user=approver, approve=True, reason="")
+    client.force_login(approver)
+    # No worker runs here: the version is published, its tickets not yet labelled.
+    response = client.post(reverse("policy-publish"), {"reason": "owners"}, follow=True)
+    page = response.content.decode()
+    settled_url = reverse("policy-settled", args=[1])
+    assert f'A worker labels the open tickets it would settle: <a href="{settled_url}">' in page
+    assert "Labelling…" in page and 'hx-trigger="every 2s"' in page
+    assert 'id="labelling"' in client.get(settled_url).content.decode()
+    version = PolicyVersion.objects.get(number=1)
+    labelled = settlements_label(version)
+    assert labelled >= 1
+    part = client.get(reverse("policy-version", args=[1]), {"part": "settled"}).content.decode()
+    assert "<html" not in part and "every 2s" not in part and "Labelling" not in part
+    assert f"{labelled} open ticket" in part and f'href="{settled_url}"' in part
+    assert 'id="labelling"' not in client.get(settled_url).content.decode()
+
+
 @pytest.mark.parametrize("odd", ["²", "٣", "-1", "1.5", "99999999999999999999999"])
 def test_odd_numbers_in_policy_urls_are_not_server_errors(client, reviewer, odd):
     client.force_login(reviewer)
@@ -227,3 +269,27 @@ def test_code_in_a_rule_sentence_is_code_and_the_rest_is_escaped():
     )
     assert code_spans("`<script>`") == "<code>&lt;script&gt;</code>"
     assert code_spans("an odd ` stays") == "an odd ` stays"
+
+
+def test_a_proposal_that_overlaps_a_rule_says_so(client, reviewer, approver):
+    first = proposal_create(
+        user=reviewer,
+        kind="authoritative-source",
+        change={"field": "status", "source": "order-ledger", "actions": ["ship_goods"]},
+        rationale="x",
+    )
+    proposal_decide(proposal=first, user=approver, approve=True, reason="")
+    policy_version_publish(user=approver, reason="ledger")
+    client.force_login(reviewer)
+    form = {**FORM, "actions": "ship_goods"}
+    body = client.post(
+        reverse("policy-propose-preview"), form, headers={"HX-Request": "true"}
+    ).content.decode()
+    assert "It overlaps what the policy already says" in body
+    assert "is tried first where both apply: order-ledger owns <code>status</code>" in body
+    # Another action: no overlap.
+    other = {**FORM, "actions": "send_status_message"}
+    body = client.post(
+        reverse("policy-propose-preview"), other, headers={"HX-Request": "true"}
+    ).content.decode()
+    assert "overlaps" not in body
