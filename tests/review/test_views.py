@@ -155,6 +155,8 @@ def test_a_finding_ticket_shows_the_runs_calls_as_a_timeline(client, reviewer, t
     ticket = Ticket.objects.get(finding_kind="out-of-scope-entity")
     client.force_login(reviewer)
     body = client.get(reverse("ticket-detail", args=[ticket.pk])).content.decode()
+    heading = body[body.index("<h1>") : body.index("</h1>")]
+    assert heading.count("out-of-scope-entity") == 1  # its kind, said once
     timeline = body[body.index('<ol class="timeline">') :]
     timeline = timeline[: timeline.index("</ol>")]
     assert re.findall(r"<code>(b\d)</code>", timeline) == [
