@@ -35,6 +35,7 @@ from reviewapp.policy.versions import (
 )
 from reviewapp.review.stamp import data_stamp
 from tests.paths import SPEC as SPEC_DIR
+from tests.policy.helpers import publish_review_rule
 
 pytestmark = pytest.mark.django_db
 SPEC = SPEC_DIR
@@ -289,15 +290,7 @@ def test_a_labelling_whose_task_was_lost_is_finished_by_beats_sweep(reviewer, ap
     from reviewapp.models import SettlementLabelling
     from reviewapp.policy.settlements import labellings_finish
 
-    proposal_decide(
-        proposal=proposal_create(
-            user=reviewer, kind="require-review", change={"field": "status"}, rationale="x"
-        ),
-        user=approver,
-        approve=True,
-        reason="",
-    )
-    version = policy_version_publish(user=approver, reason="first")  # no worker here
+    version = publish_review_rule(reviewer, approver)  # no worker here
     assert SettlementLabelling.objects.get(version=version).finished_at is None
     assert labellings_finish(older_than=timedelta(minutes=5)) == []  # too new: a worker may
     assert labellings_finish(older_than=timedelta(0)) == [version.number]

@@ -12,6 +12,7 @@ from reviewapp.models import PolicyVersion, RuleProposal, Ticket
 from reviewapp.policy.versions import policy_version_publish, proposal_create, proposal_decide
 from reviewapp.templatetags.policy_text import code_spans
 from tests.paths import SPEC as SPEC_DIR
+from tests.policy.helpers import publish_review_rule
 
 pytestmark = pytest.mark.django_db
 FORM = {
@@ -127,15 +128,7 @@ def test_an_approver_approves_and_publishes(client, reviewer, approver):
 
 
 def test_versions_are_readable_exportable_and_diffable(client, viewer, reviewer, approver):
-    proposal_decide(
-        proposal=proposal_create(
-            user=reviewer, kind="require-review", change={"field": "status"}, rationale="x"
-        ),
-        user=approver,
-        approve=True,
-        reason="",
-    )
-    policy_version_publish(user=approver, reason="first")
+    publish_review_rule(reviewer, approver)
     client.force_login(viewer)
     page = client.get(reverse("policy-version", args=[1])).content.decode()
     assert (
@@ -149,15 +142,7 @@ def test_versions_are_readable_exportable_and_diffable(client, viewer, reviewer,
     assert "+</span> rule review-status" in diff
     # Unless told, the diff is between the last two published versions.
     assert "<h1>built-in default → v1</h1>" in client.get(reverse("policy-diff")).content.decode()
-    proposal_decide(
-        proposal=proposal_create(
-            user=reviewer, kind="require-review", change={"field": "eta"}, rationale="x"
-        ),
-        user=approver,
-        approve=True,
-        reason="",
-    )
-    policy_version_publish(user=approver, reason="second")
+    publish_review_rule(reviewer, approver, "eta")
     diff = client.get(reverse("policy-diff")).content.decode()
     assert "<h1>v1 → v2</h1>" in diff and "+</span> rule review-eta" in diff
     assert '<option value="1" selected>' in diff and '<option value="2" selected>' in diff
