@@ -224,8 +224,13 @@ def _column(
             policy.field_policy(field_name).normalizer.normalize(raw) if has_value else None
         )
     else:
-        # A finding names no field: show every business value the observation carries.
+        # A finding names no field: show every business value the observation carries,
+        # as the line held them (no "field" or "value" key it did not have).
         raw, has_value = observation.payload(), True
+        if observation.field is None:
+            raw.pop("field", None)
+        if observation.value is ABSENT:
+            raw.pop("value", None)
         normalized = raw
     return ObservationColumn(
         observation=observation,

@@ -442,3 +442,23 @@ def test_a_keyboard_claim_from_the_queue_goes_back_to_that_queue_and_nowhere_els
         {"revision": 1, "next": "https://elsewhere.example/"},
     )
     assert elsewhere["Location"] == reverse("ticket-detail", args=[partial.pk])
+
+
+def test_a_finding_tickets_raw_value_is_what_the_line_held(client, reviewer, tmp_path):
+    from tests.seeding import ingest_lines
+
+    ingest_lines(
+        tmp_path,
+        [
+            '{"runId":"r-orphan","type":"tool_call","toolCallId":"c1","tool":"get_order",'
+            '"arguments":{"orderId":"order-9"},"ok":true}',
+            '{"runId":"r-orphan","type":"tool_observation","observationId":"o1",'
+            '"toolCallId":"nowhere","source":"search-index","entity":"order-9","status":"paid"}',
+        ],
+    )
+    ticket = Ticket.objects.get(finding_kind="orphan-observation")
+    client.force_login(reviewer)
+    package = json.loads(client.get(reverse("ticket-handoff", args=[ticket.pk])).content)
+    [observation] = package["observations"]
+    assert observation["rawValue"]["status"] == "paid"
+    assert "field" not in observation["rawValue"] and "value" not in observation["rawValue"]
