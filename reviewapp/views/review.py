@@ -65,6 +65,7 @@ def ticket_queue(request: HtmxHttpRequest) -> HttpResponse:
             for name in TEXT_FILTERS
         ],
         "quick_views": _quick_views(filters),
+        "filter_chips": _filter_chips(filters),
         "sorts": queue.SORT_LABELS,
         "query": urlencode(filters.as_params()),
         "page": _QueuePage(number, facets.total),
@@ -178,6 +179,34 @@ def _facet_links(filters: queue.QueueFilters, facets: counts.Facets) -> list[dic
             )
         groups.append({"name": name, "title": title, "values": values, "current": current})
     return groups
+
+
+# What each chip calls its filter, beside the counted dimensions' titles.
+CHIP_TITLES = {
+    **FACET_TITLES,
+    "family": "Family",
+    "created_from": "From",
+    "created_to": "To",
+    "outcome": "Resolution",
+    "closed_cause": "Cause",
+    "closed_from": "Closed from",
+    "closed_to": "Closed to",
+    "month": "Tally month",
+}
+
+
+def _filter_chips(filters: queue.QueueFilters) -> list[dict]:
+    """The active filters, each with the queue's URL without it (the chip that removes it).
+    The sort and the grouping are how the queue is shown, not what it selects."""
+    return [
+        {
+            "label": CHIP_TITLES.get(name, name),
+            "value": value,
+            "url": _queue_url(filters, **{name: ""}),
+        }
+        for name, value in filters.as_params().items()
+        if name not in ("sort", "group", "page")
+    ]
 
 
 def _quick_views(filters: queue.QueueFilters) -> list[dict]:

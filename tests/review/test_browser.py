@@ -8,7 +8,7 @@ from django.core.cache import cache
 
 from reviewapp.models import AuditEvent, Ticket
 from tests.browser import chromium, log_in
-from tests.seeding import ingest_lines, review_desk_trace
+from tests.seeding import desk_lines, ingest_lines, review_desk_trace
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -70,9 +70,13 @@ def test_filter_open_read_close_and_see_the_queue_change(page, live_server, desk
     page.click("nav.mainnav >> text=Tickets")
     page.wait_for_selector("#queue-total >> text=4 tickets")
     # Filtering swaps the results in place and keeps the filter in the address.
+    # The filters are one line; the form opens from it.
+    page.click("details.more-filters > summary")
     page.select_option("select[name=unsafe]", "yes")
     page.wait_for_selector("#queue-total >> text=2 tickets")
     assert "unsafe=yes" in page.url
+    # The active filter is a chip beside the folded form (swapped with the results).
+    page.wait_for_selector("#filter-chips >> text=Unsafe: yes")
     assert shown_ids(page) == {stale.pk, desk["run-mismatch"].pk}
     page.fill("input[name=source]", "search-index")
     page.press("input[name=source]", "Enter")
@@ -157,3 +161,56 @@ def test_the_keyboard_alone_claims_and_closes_tickets(page, live_server, desk):
     assert list(verbs) == ["claimed", "closed"]
     claimed_first = Ticket.objects.get(pk=int(first.strip("/").split("/")[-1]))
     assert (claimed_first.assignee.username, claimed_first.state) == ("rita", "open")
+
+
+# What fits above the fold: the rows whose bottom is inside the window, and whether any
+# element of the page is wider than the window.
+ROWS_ABOVE_THE_FOLD = """() => Array.from(document.querySelectorAll('tr[data-ticket-url]'))
+    .filter(row => row.getBoundingClientRect().bottom <= window.innerHeight).length"""
+# An element cut by a narrower box that hides (or scrolls) what overflows it is not wider.
+WIDER_THAN_THE_WINDOW = """() => {
+    const width = document.documentElement.clientWidth;
+    const scroller = document.documentElement.scrollWidth > width;
+    const clipped = (element) => {
+        for (let box = element.parentElement; box; box = box.parentElement) {
+            if (getComputedStyle(box).overflowX !== 'visible'
+                && box.getBoundingClientRect().right <= width + 1) return true;
+        }
+        return false;
+    };
+    const wide = Array.from(document.querySelectorAll('body *'))
+        .filter(element => element.getBoundingClientRect().right > width + 1 && !clipped(element))
+        .map(element => element.tagName + '.' + element.className);
+    return scroller ? ['the page scrolls sideways', ...wide] : wide;
+}"""
+
+
+@pytest.mark.parametrize("width", [1366, 1280])
+def test_the_queue_shows_fifteen_rows_above_the_fold_with_no_sideways_scroll(
+    page, live_server, tmp_path, width
+):
+    cache.clear()
+    ingest_lines(tmp_path, desk_lines(30, prefix="dense"))
+    # A long entity and a long value are cut in their cells, not widening the table.
+    ticket = Ticket.objects.filter(kind="conflict").order_by("-id").first()
+    Ticket.objects.filter(pk=ticket.pk).update(
+        entity="order-" + "9" * 150, disputed=[["search-index", "x" * 60], ["erp", "paid"]]
+    )
+    page.set_viewport_size({"width": width, "height": 768})
+    page.goto(f"{live_server.url}/tickets/")
+    page.wait_for_selector("#queue-total")
+    assert Ticket.objects.filter(state="open").count() >= 20
+    assert page.evaluate(ROWS_ABOVE_THE_FOLD) >= 15
+    assert page.evaluate(WIDER_THAN_THE_WINDOW) == []
+    results = page.locator("section.results")
+    assert results.evaluate("e => e.scrollWidth <= e.clientWidth")
+    # Each row has the disputed values side by side, sources, action, holder and age.
+    row = page.locator(f"tr[data-ticket-url='/tickets/{ticket.pk}/']")
+    assert row.locator("td.values").inner_text().startswith("x")
+    assert " vs paid" in row.locator("td.values").inner_text()
+    other = page.locator("tr[data-ticket-url]").nth(1)
+    assert other.locator("td.values").inner_text() in ("refunded vs paid", "paid vs refunded")
+    assert "search-index" in other.locator("td.sources").inner_text()
+    assert other.locator("td.action").inner_text() == "issue_refund"
+    assert other.locator("td.holder").inner_text() == "unassigned"
+    assert re.fullmatch(r"\d+[smhd]", other.locator("td.age").inner_text())

@@ -36,14 +36,22 @@ def test_the_queue_escapes_every_ticket_value_in_rows_counts_and_suggestions(
 ):
     markup = "<b>x</b>"
     Ticket.objects.filter(pk=desk["run-stale"].pk).update(
-        entity=markup, action=markup, agent=markup, sources=f"erp,{markup}", field=markup
+        entity=markup,
+        action=markup,
+        agent=markup,
+        sources=f"erp,{markup}",
+        field=markup,
+        disputed=[["erp", markup], [markup, "paid"]],
     )
     client.force_login(reviewer)
     body = client.get(reverse("ticket-queue")).content.decode()
     assert "<b>" not in body
     escaped = "&lt;b&gt;x&lt;/b&gt;"
     row = re.search(rf'<tr data-ticket-url="/tickets/{desk["run-stale"].pk}/".*?</tr>', body, re.S)
-    assert row and row.group(0).count(escaped) == 5  # field, entity, action, sources, agent
+    # Shown: field, entity, action, sources, the disputed value; and in the cells' titles:
+    # field, entity and agent; action; sources; the disputed value and the other's source.
+    assert row and row.group(0).count(escaped) == 12
+    assert f"<code>{escaped}</code>" in row.group(0)
     # The facet links of field, action, source and agent, and their datalists' suggestions.
     assert len(re.findall(rf'data-facet="\w+">{escaped}</a>', body)) == 4
     assert body.count(f'<option value="{escaped}">') == 4
@@ -56,6 +64,35 @@ def test_a_filter_in_the_url_narrows_the_list(client, reviewer, desk):
     ).content.decode()
     assert shown_ticket_ids(body) == {desk["run-stale"].pk}
     assert 'value="search-index"' in body  # the form shows the filter it applied
+
+
+def test_a_row_shows_the_disputed_values_side_by_side(client, reviewer, desk):
+    stale = desk["run-stale"]
+    # Kept when the ticket opened, as the sources said them (raw), from the observations
+    # the conflict names.
+    assert stale.disputed == [["refund-service", "Refunded"], ["search-index", "paid"]]
+    client.force_login(reviewer)
+    body = client.get(reverse("ticket-queue")).content.decode()
+    row = re.search(rf'<tr data-ticket-url="/tickets/{stale.pk}/".*?</tr>', body, re.S)
+    assert row
+    assert '<code>Refunded</code> <span class="vs">vs</span> <code>paid</code>' in row.group(0)
+    assert 'title="Refunded (refund-service) vs paid (search-index)"' in row.group(0)
+
+
+def test_active_filters_are_chips_that_remove_them(client, reviewer, desk):
+    client.force_login(reviewer)
+    url = reverse("ticket-queue")
+    body = client.get(url, {"unsafe": "yes", "source": "search-index"}).content.decode()
+    chips = re.findall(r'<a class="chip" href="([^"]*)"', body)
+    # The chip of the source filter keeps the other one, and the other way round.
+    assert chips == [f"{url}?unsafe=yes", f"{url}?source=search-index"]
+    assert "Unsafe: <strong>yes</strong>" in body
+    # A change of the form swaps the results, and the chips out of band beside them.
+    swapped = client.get(
+        url, {"unsafe": "yes"}, headers={"HX-Request": "true", "HX-Target": "queue-results"}
+    ).content.decode()
+    assert 'id="filter-chips" aria-label="active filters" hx-swap-oob="true"' in swapped
+    assert re.findall(r'<a class="chip" href="([^"]*)"', swapped) == [url]
 
 
 def test_htmx_swaps_only_the_results_or_the_whole_queue(client, reviewer, desk):
@@ -389,14 +426,14 @@ def test_the_dashboard_counts_open_tickets_by_reason(client, viewer, desk):
 def test_the_cached_queue_shows_every_change_at_once(client, reviewer, second_reviewer, desk):
     client.force_login(reviewer)
     url = reverse("ticket-queue")
-    assert "<td>ravi</td>" not in client.get(url).content.decode()
+    assert '<td class="holder">ravi</td>' not in client.get(url).content.decode()
     changes.ticket_claim(desk["run-partial"], revision=1, actor=second_reviewer)
     row = re.search(
         rf'<tr data-ticket-url="/tickets/{desk["run-partial"].pk}/".*?</tr>',
         client.get(url).content.decode(),
         re.S,
     )
-    assert row and "<td>ravi</td>" in row.group(0)
+    assert row and '<td class="holder">ravi</td>' in row.group(0)
     facets = client.get(url).content.decode()
     assert re.search(r'>ravi</a>\s*<span class="count">1</span>', facets)
 
