@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields, replace
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
-from django.db.models import Count, Max, Q, QuerySet
+from django.db.models import Count, Max, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from reviewapp.models import TallyEntry, Ticket
@@ -254,3 +254,45 @@ def families(filters: QueueFilters, user, *, limit: int, version: str) -> list[F
         return [Family(r["fingerprint"], r["label"], r["size"], r["unsafe"]) for r in rows]
 
     return cached(f"tickets:families:{limit}:{version}", count)
+
+
+def _beyond(ticket: Ticket, order: tuple[str, ...]) -> Q:
+    """The tickets that come after `ticket` in `order` (names as order_by takes them): a
+    keyset, with the first key's bound alone first so that an index on it can be used."""
+    first = order[0].lstrip("-")
+    bound = Q(
+        **{f"{first}__{'lte' if order[0].startswith('-') else 'gte'}": getattr(ticket, first)}
+    )
+    after = Q()
+    equal = Q()
+    for name in order:
+        field = name.lstrip("-")
+        step = "lt" if name.startswith("-") else "gt"
+        after |= equal & Q(**{f"{field}__{step}": getattr(ticket, field)})
+        equal &= Q(**{field: getattr(ticket, field)})
+    return bound & after
+
+
+def _reversed(order: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(name[1:] if name.startswith("-") else f"-{name}" for name in order)
+
+
+def neighbours(filters: QueueFilters, user, ticket: Ticket) -> tuple[int | None, int | None]:
+    """The ids of the tickets just before and just after `ticket` in the queue these
+    filters show (whether `ticket` is still in it or not: closed just now, say), in one
+    query."""
+    order = SORTS[filters.sort]
+    backwards = _reversed(order)
+    selected = filtered_tickets(filters, user).exclude(pk=ticket.pk)
+    preceding = selected.filter(_beyond(ticket, backwards)).order_by(*backwards)
+    following = selected.filter(_beyond(ticket, order)).order_by(*order)
+    found = (
+        Ticket.objects.filter(pk=ticket.pk)
+        .annotate(
+            preceding=Subquery(preceding.values("pk")[:1]),
+            following=Subquery(following.values("pk")[:1]),
+        )
+        .values_list("preceding", "following")
+        .first()
+    )
+    return found if found else (None, None)

@@ -10,12 +10,13 @@ from typing import Any
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.functional import SimpleLazyObject
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from reviewapp.accounts.roles import WORK_TICKET
 from reviewapp.forms import review as review_forms
@@ -72,7 +73,9 @@ def ticket_queue(request: HtmxHttpRequest) -> HttpResponse:
         "families": SimpleLazyObject(lambda: _family_rows(filters, request.user, facets.version)),
         "families_shown": FAMILIES_SHOWN,
         "rows": lambda: review_rows.queue_rows(
-            shown.values(*review_rows.QUEUE_ROW_COLUMNS), can_work=can_work
+            shown.values(*review_rows.QUEUE_ROW_COLUMNS),
+            can_work=can_work,
+            queue_query=urlencode(filters.as_params()),
         ),
         "can_work": can_work,
         "workers": related.ticket_workers() if can_work else [],
@@ -306,12 +309,41 @@ def _work_context(request: HttpRequest, ticket: Ticket, seen: stamp.DataStamp) -
     }
 
 
+# --- moving through the queue the reviewer came from --------------------------------
+
+
+def _came_from(params) -> tuple[str, queue.QueueFilters]:
+    """The queue a ticket was opened from (its filters, URL-encoded in `queue`)."""
+    query = params.get("queue", "")[:2000]
+    return query, queue.queue_filters(QueryDict(query))
+
+
+def ticket_in_queue_url(ticket_id: int, queue_query: str) -> str:
+    """A ticket's page, opened from the queue whose filters `queue_query` holds."""
+    base = reverse("ticket-detail", args=[ticket_id])
+    return base + (f"?{urlencode({'queue': queue_query})}" if queue_query else "")
+
+
+def _queue_moves(request: HttpRequest, ticket: Ticket) -> dict:
+    """The links to the ticket before and after this one in the queue it came from, and
+    back to that queue."""
+    query, filters = _came_from(request.GET)
+    previous, following = queue.neighbours(filters, request.user, ticket)
+    return {
+        "queue_query": query,
+        "queue_url": _queue_url(filters),
+        "previous_url": ticket_in_queue_url(previous, query) if previous else "",
+        "next_url": ticket_in_queue_url(following, query) if following else "",
+    }
+
+
 @require_GET
 def ticket_detail(request: HttpRequest, ticket_id: int) -> HttpResponse:
     ticket = _ticket_or_404(ticket_id)
     seen = stamp.data_stamp()
     context = {
         **_work_context(request, ticket, seen),
+        **_queue_moves(request, ticket),
         # What was judged never changes: the template caches its part of the page for good,
         # and calls this (once, through {% with %}) only when that cache has nothing yet.
         "read_evidence": lambda: ticket_evidence(with_judgement(ticket)),
@@ -343,8 +375,29 @@ def ticket_handoff(request: HttpRequest, ticket_id: int) -> HttpResponse:
     return response
 
 
-def _after_change(request: HtmxHttpRequest, ticket_id: int) -> HttpResponse:
-    """htmx: the work panel again, with the message; a plain POST: back to the ticket."""
+def _advance(request: HtmxHttpRequest, ticket_id: int) -> HttpResponse | None:
+    """With auto-advance on (the ticket page's toggle, posted as `advance`): the next ticket
+    of the queue the reviewer came from, or None when there is none."""
+    if request.POST.get("advance") != "1":
+        return None
+    query, filters = _came_from(request.POST)
+    ticket = get_object_or_404(Ticket, pk=ticket_id)
+    _, following = queue.neighbours(filters, request.user, ticket)
+    if following is None:
+        messages.info(request, "That was the last ticket of this queue.")
+        return None
+    url = ticket_in_queue_url(following, query)
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+def _after_change(
+    request: HtmxHttpRequest, ticket_id: int, *, advance: bool = True
+) -> HttpResponse:
+    """htmx: the work panel again, with the message; a plain POST: back to the ticket.
+    With auto-advance: the next ticket of the queue instead."""
+    advanced = _advance(request, ticket_id) if advance else None
+    if advanced is not None:
+        return advanced
     if request.htmx:
         ticket = _ticket_or_404(ticket_id)
         context = _work_context(request, ticket, stamp.data_stamp())
@@ -376,7 +429,9 @@ def _work(
         messages.error(request, f"Not applied: {error}.")
     else:
         messages.success(request, done)
-    return _after_change(request, ticket_id)
+        return _after_change(request, ticket_id)
+    # Refused: stay on this ticket, whatever auto-advance says, to read why.
+    return _after_change(request, ticket_id, advance=False)
 
 
 @require_POST

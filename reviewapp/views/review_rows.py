@@ -19,6 +19,7 @@ from typing import Any
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.http import urlencode
 from django.utils.safestring import SafeString, mark_safe
 
 from reviewapp.review.related import judged_again
@@ -93,11 +94,20 @@ def disputed_cell(disputed: list) -> tuple[SafeString | str, str]:
     return mark_safe(cell), title
 
 
-def queue_rows(tickets: Iterable[Mapping[str, Any]], *, can_work: bool) -> SafeString:
+def queue_rows(
+    tickets: Iterable[Mapping[str, Any]], *, can_work: bool, queue_query: str = ""
+) -> SafeString:
     """The <tr> of each ticket (given as QUEUE_ROW_COLUMNS values); with `can_work`, each
     starts with the checkbox that selects the ticket ("id:revision") for a bulk change.
-    Ages are as of now: the queue caches its rows for stamp.CACHE_SECONDS at most."""
-    detail_url = _url_of_each_ticket("ticket-detail")
+    Ages are as of now: the queue caches its rows for stamp.CACHE_SECONDS at most. Each
+    ticket's link carries the queue's filters (`queue_query`, URL-encoded), so that its
+    page moves to the tickets before and after it in this queue."""
+    ticket_url = _url_of_each_ticket("ticket-detail")
+    came_from = f"?{urlencode({'queue': queue_query})}" if queue_query else ""
+
+    def detail_url(pk: int) -> str:
+        return ticket_url(pk) + came_from
+
     claim_url = _url_of_each_ticket("ticket-claim")
     now = timezone.now()
     rows = []

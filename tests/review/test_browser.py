@@ -83,7 +83,7 @@ def test_filter_open_read_close_and_see_the_queue_change(page, live_server, desk
     page.wait_for_selector("#queue-total >> text=1 ticket")
     assert shown_ids(page) == {stale.pk}
 
-    page.click(f"a[href='/tickets/{stale.pk}/']")
+    page.click(f"a[href^='/tickets/{stale.pk}/?queue=']")
     page.wait_for_selector("#observations-title")
     columns = page.locator("article.observation")
     assert columns.count() == 2
@@ -109,7 +109,14 @@ def test_filter_open_read_close_and_see_the_queue_change(page, live_server, desk
     assert page.is_visible("text=Closed as explained (replica lag) by rita.")
     assert page.is_visible("#audit-trail >> text=closed it as explained (replica lag)")
 
+    # Back to the queue it came from, filters kept: the closed ticket has left it.
     page.click("#back-to-queue")
+    page.wait_for_selector("#queue-total >> text=0 tickets")
+    assert "unsafe=yes" in page.url and "source=search-index" in page.url
+    # Removing both chips shows every open ticket again.
+    page.click("#filter-chips a.chip >> nth=0")
+    page.wait_for_selector("#queue-total >> text=1 ticket")
+    page.click("#filter-chips a.chip >> nth=0")
     page.wait_for_selector("#queue-total >> text=3 tickets")
     assert stale.pk not in shown_ids(page)
     stale.refresh_from_db()
@@ -140,7 +147,7 @@ def test_the_keyboard_alone_claims_and_closes_tickets(page, live_server, desk):
     assert page.get_attribute("tr.current", "data-ticket-url") == second
     page.keyboard.press("Enter")
     page.wait_for_url(f"**{second}")
-    ticket = Ticket.objects.get(pk=int(second.strip("/").split("/")[-1]))
+    ticket = Ticket.objects.get(pk=ticket_id_of(second))
 
     page.keyboard.press("c")
     page.wait_for_selector("#ticket-holder >> text=Held by rita")
@@ -159,7 +166,7 @@ def test_the_keyboard_alone_claims_and_closes_tickets(page, live_server, desk):
     )
     verbs = AuditEvent.objects.filter(ticket=ticket).order_by("id").values_list("verb", flat=True)
     assert list(verbs) == ["claimed", "closed"]
-    claimed_first = Ticket.objects.get(pk=int(first.strip("/").split("/")[-1]))
+    claimed_first = Ticket.objects.get(pk=ticket_id_of(first))
     assert (claimed_first.assignee.username, claimed_first.state) == ("rita", "open")
 
 
@@ -214,3 +221,64 @@ def test_the_queue_shows_fifteen_rows_above_the_fold_with_no_sideways_scroll(
     assert other.locator("td.action").inner_text() == "issue_refund"
     assert other.locator("td.holder").inner_text() == "unassigned"
     assert re.fullmatch(r"\d+[smhd]", other.locator("td.age").inner_text())
+
+
+def ticket_id_of(url: str) -> int:
+    return int(re.search(r"/tickets/(\d+)/", url).group(1))
+
+
+def test_a_keyboard_only_session_closes_one_ticket_after_another(page, live_server, tmp_path):
+    cache.clear()
+    ingest_lines(tmp_path, desk_lines(8, prefix="keys"))
+    page.goto(f"{live_server.url}/tickets/?sort=oldest")
+    page.wait_for_selector("#queue-total")
+    order = [
+        ticket_id_of(url)
+        for url in page.eval_on_selector_all(
+            "tr[data-ticket-url]", "rows => rows.map(r => r.dataset.ticketUrl)"
+        )
+    ]
+    assert len(order) >= 4
+    # After j j j k one row only is the current one.
+    for key in "jjjk":
+        page.keyboard.press(key)
+    assert page.eval_on_selector_all("tr[aria-current]", "rows => rows.length") == 1
+    assert ticket_id_of(page.get_attribute("tr[aria-current]", "data-ticket-url")) == order[1]
+    page.keyboard.press("k")
+
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"**/tickets/{order[0]}/?queue=sort%3Doldest")
+    # The ticket moves through the queue it came from, keeping its filters.
+    assert page.get_attribute("#back-to-queue", "href") == "/tickets/?sort=oldest"
+    page.keyboard.press("j")
+    page.wait_for_url(f"**/tickets/{order[1]}/?queue=sort%3Doldest")
+    page.keyboard.press("k")
+    page.wait_for_url(f"**/tickets/{order[0]}/?queue=sort%3Doldest")
+    assert page.locator("#previous-ticket").count() == 0
+
+    # Auto-advance on: closing as explained lands on the next ticket of the queue.
+    page.keyboard.press("a")
+    assert page.is_checked("#auto-advance")
+    page.keyboard.press("e")
+    assert page.evaluate("document.activeElement.id") == "close-cause"
+    page.keyboard.press("ArrowDown")  # the first cause: replica lag
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"**/tickets/{order[1]}/?queue=sort%3Doldest")
+    assert page.is_checked("#auto-advance")  # remembered
+    closed = Ticket.objects.get(pk=order[0])
+    assert (closed.state, closed.resolution, closed.cause) == ("closed", "explained", "replica-lag")
+
+    # Back in the queue, the ticket just opened is the current row; u Enter closes it.
+    page.keyboard.press("q")
+    page.wait_for_url("**/tickets/?sort=oldest")
+    page.wait_for_selector("tr[aria-current]")
+    assert ticket_id_of(page.get_attribute("tr[aria-current]", "data-ticket-url")) == order[1]
+    page.keyboard.press("u")
+    page.wait_for_url(f"**/tickets/{order[1]}/**#close-unexplained-button")
+    page.wait_for_load_state("load")
+    page.wait_for_function("() => document.activeElement.id === 'close-unexplained-button'")
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"**/tickets/{order[2]}/?queue=sort%3Doldest")
+    second = Ticket.objects.get(pk=order[1])
+    assert (second.state, second.resolution) == ("closed", "unexplained")
+    assert Ticket.objects.get(pk=order[2]).state == "open"

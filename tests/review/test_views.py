@@ -3,6 +3,7 @@ package, as the browser and a source team's script see them."""
 
 import json
 import re
+from urllib.parse import quote
 
 import pytest
 from django.urls import reverse
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 
 def shown_ticket_ids(body: str) -> set[int]:
-    return {int(pk) for pk in re.findall(r'data-ticket-url="/tickets/(\d+)/"', body)}
+    return {int(pk) for pk in re.findall(r'data-ticket-url="/tickets/(\d+)/[?"]', body)}
 
 
 def test_the_queue_lists_open_tickets_with_counts(client, reviewer, desk):
@@ -451,3 +452,69 @@ def test_a_keyboard_claim_from_the_queue_goes_back_to_that_queue_and_nowhere_els
         {"revision": 1, "next": "https://elsewhere.example/"},
     )
     assert elsewhere["Location"] == reverse("ticket-detail", args=[partial.pk])
+
+
+def queue_order(client, query: str) -> list[int]:
+    body = client.get(f"{reverse('ticket-queue')}?{query}").content.decode()
+    return [int(pk) for pk in re.findall(r'data-ticket-url="/tickets/(\d+)/', body)]
+
+
+@pytest.mark.parametrize("query", ["sort=oldest", "sort=reason", "unsafe=no&sort=field", ""])
+def test_a_ticket_links_to_its_neighbours_in_the_queue_it_came_from(client, reviewer, desk, query):
+    client.force_login(reviewer)
+    order = queue_order(client, query)
+    assert len(order) >= 2
+    came_from = f"?queue={quote(query)}" if query else ""
+    for index, pk in enumerate(order):
+        body = client.get(reverse("ticket-detail", args=[pk]) + came_from).content.decode()
+        previous = re.search(r'href="/tickets/(\d+)/[^"]*" id="previous-ticket"', body)
+        following = re.search(r'href="/tickets/(\d+)/[^"]*" id="next-ticket"', body)
+        assert (int(previous.group(1)) if previous else None) == (
+            order[index - 1] if index else None
+        )
+        assert (int(following.group(1)) if following else None) == (
+            order[index + 1] if index + 1 < len(order) else None
+        )
+        back = f"{reverse('ticket-queue')}?{query}" if query else reverse("ticket-queue")
+        assert f'href="{back}" id="back-to-queue"' in body.replace("&amp;", "&")
+
+
+def test_auto_advance_opens_the_next_ticket_after_a_change(client, reviewer, desk):
+    client.force_login(reviewer)
+    first, second, *_ = queue_order(client, "sort=oldest")
+    close = {"resolution": "unexplained", "advance": "1", "queue": "sort=oldest"}
+    # htmx: the browser is sent to the next ticket of the same queue.
+    response = client.post(
+        reverse("ticket-close", args=[first]),
+        {"revision": 1, **close},
+        headers={"HX-Request": "true"},
+    )
+    assert response["HX-Redirect"] == f"/tickets/{second}/?queue=sort%3Doldest"
+    assert Ticket.objects.get(pk=first).state == "closed"
+    # A refused change stays on its ticket to say why.
+    response = client.post(
+        reverse("ticket-close", args=[first]),
+        {"revision": 1, **close},
+        headers={"HX-Request": "true"},
+    )
+    assert "HX-Redirect" not in response and 'id="ticket-work"' in response.content.decode()
+    # A plain POST is redirected there; without the toggle it stays.
+    response = client.post(reverse("ticket-claim", args=[second]), {"revision": 1, **close})
+    assert (
+        response["Location"]
+        == f"/tickets/{queue_order(client, 'sort=oldest')[1]}/?queue=sort%3Doldest"
+    )
+    response = client.post(reverse("ticket-comment", args=[second]), {"text": "seen"})
+    assert response["Location"] == reverse("ticket-detail", args=[second])
+
+
+def test_auto_advance_stays_on_the_last_ticket_of_the_queue(client, reviewer, desk):
+    client.force_login(reviewer)
+    last = queue_order(client, "sort=oldest")[-1]
+    response = client.post(
+        reverse("ticket-comment", args=[last]),
+        {"text": "seen", "advance": "1", "queue": "sort=oldest"},
+        headers={"HX-Request": "true"},
+    )
+    assert "HX-Redirect" not in response
+    assert "That was the last ticket of this queue." in response.content.decode()
