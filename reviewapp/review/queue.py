@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from datetime import date, datetime, time, timedelta
@@ -74,6 +75,11 @@ class QueueFilters:
     closed_to: date | None = None
     # "YYYY-MM": the tickets counted in that month's tally (reviewapp.reports).
     month: str = ""
+    # The one search box: a ticket number, an entity (an order id), a run id, a source, an
+    # agent or a family's fingerprint, each matched whole (see `search`).
+    q: str = ""
+    # The public id of the ingest batch that opened the tickets.
+    batch: str = ""
     sort: str = "newest"
     group: str = ""  # "family": families with their sizes instead of tickets
 
@@ -120,6 +126,11 @@ def queue_filters(params: Mapping[str, str]) -> QueueFilters:
         elif item.name == "month":
             if _a_month(raw):
                 values["month"] = raw
+        elif item.name == "batch":
+            try:
+                values["batch"] = str(uuid.UUID(raw))
+            except ValueError:
+                continue
         else:
             values[item.name] = raw[:200]
     return QueueFilters(**values)
@@ -149,7 +160,7 @@ def _a_month(text: str) -> bool:
 
 # Filters that are no dimension of the counts PostgreSQL keeps (review.counts): with any
 # of them, the tickets selected are counted.
-UNCOUNTED = ("family", *DATES, "outcome", "closed_cause", "month")
+UNCOUNTED = ("family", *DATES, "outcome", "closed_cause", "month", "q", "batch")
 
 
 def _contains_source(source: str) -> Q:
@@ -160,6 +171,24 @@ def _contains_source(source: str) -> Q:
         | Q(sources__endswith=f",{source}")
         | Q(sources__contains=f",{source},")
     )
+
+
+def search(text: str) -> Q:
+    """The tickets one search box finds: by number ("#42" or "42"), entity (an order id,
+    say), run id, source, agent or family fingerprint, each matched whole so that an index
+    or a short scan answers it."""
+    text = text.strip()
+    found = (
+        Q(entity=text)
+        | Q(run__run_id=text)
+        | Q(agent=text)
+        | Q(fingerprint=text)
+        | _contains_source(text)
+    )
+    number = text.removeprefix("#")
+    if number.isdigit() and int(number) < 2**31:
+        found |= Q(pk=int(number))
+    return found
 
 
 def _day_start(day: date) -> datetime:
@@ -184,6 +213,10 @@ def filtered_tickets(filters: QueueFilters, user) -> QuerySet[Ticket]:
         query &= Q(closed_at__gte=_day_start(filters.closed_from))
     if filters.closed_to:
         query &= Q(closed_at__lt=_day_start(filters.closed_to + timedelta(days=1)))
+    if filters.q:
+        query &= search(filters.q)
+    if filters.batch:
+        query &= Q(batch__public_id=filters.batch)
     if filters.month:
         counted = TallyEntry.objects.filter(month=date.fromisoformat(f"{filters.month}-01"))
         query &= Q(pk__in=counted.filter(ticket__isnull=False).values("ticket_id"))

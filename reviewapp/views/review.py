@@ -195,6 +195,8 @@ CHIP_TITLES = {
     "closed_from": "Closed from",
     "closed_to": "Closed to",
     "month": "Tally month",
+    "q": "Search",
+    "batch": "Batch",
 }
 
 

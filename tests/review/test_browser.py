@@ -282,3 +282,18 @@ def test_a_keyboard_only_session_closes_one_ticket_after_another(page, live_serv
     second = Ticket.objects.get(pk=order[1])
     assert (second.state, second.resolution) == ("closed", "unexplained")
     assert Ticket.objects.get(pk=order[2]).state == "open"
+
+
+def test_the_search_box_finds_the_tickets_of_an_entity(page, live_server, desk):
+    stale = desk["run-stale"]
+    expected = set(Ticket.objects.filter(entity=stale.entity).values_list("pk", flat=True))
+    page.fill("form.search input[name=q]", stale.entity)
+    page.press("form.search input[name=q]", "Enter")
+    page.wait_for_selector("#queue-total")
+    assert shown_ids(page) == expected
+    assert page.is_visible(f"#filter-chips >> text=Search: {stale.entity}")
+    # From a ticket, its run id leads to every ticket of the run.
+    page.click(f"a[href^='/tickets/{stale.pk}/']")
+    page.click("#run-link")
+    page.wait_for_selector("#queue-total")
+    assert shown_ids(page) == set(Ticket.objects.filter(run=stale.run).values_list("pk", flat=True))

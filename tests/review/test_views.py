@@ -11,7 +11,7 @@ from django.urls import reverse
 from reviewapp.models import AuditEvent, Ticket, TraceLine
 from reviewapp.review import changes, related
 from tests.paths import SPEC as SPEC_DIR
-from tests.seeding import ingest_lines, review_desk_trace
+from tests.seeding import desk_lines, ingest_lines, review_desk_trace
 
 pytestmark = pytest.mark.django_db
 
@@ -518,3 +518,53 @@ def test_auto_advance_stays_on_the_last_ticket_of_the_queue(client, reviewer, de
     )
     assert "HX-Redirect" not in response
     assert "That was the last ticket of this queue." in response.content.decode()
+
+
+@pytest.mark.parametrize("how", ["number", "hash", "entity", "run", "source", "agent"])
+def test_one_search_box_finds_tickets_by_number_entity_run_source_or_agent(
+    client, reviewer, desk, how
+):
+    stale = desk["run-stale"]
+    text = {
+        "number": str(stale.pk),
+        "hash": f"#{stale.pk}",
+        "entity": stale.entity,
+        "run": "run-stale",
+        "source": "refund-service",
+        "agent": stale.agent,
+    }[how]
+    expected = {
+        "number": {stale.pk},
+        "hash": {stale.pk},
+        "entity": set(Ticket.objects.filter(entity=stale.entity).values_list("pk", flat=True)),
+        "run": set(Ticket.objects.filter(run__run_id="run-stale").values_list("pk", flat=True)),
+        "source": set(
+            Ticket.objects.filter(sources__contains="refund-service").values_list("pk", flat=True)
+        ),
+        "agent": set(Ticket.objects.filter(agent=stale.agent).values_list("pk", flat=True)),
+    }[how]
+    assert stale.pk in expected and (how in ("number", "hash") or len(expected) >= 1)
+    client.force_login(reviewer)
+    body = client.get(reverse("ticket-queue"), {"q": text, "state": "any"}).content.decode()
+    assert shown_ticket_ids(body) == expected
+    assert f'id="queue-total">{len(expected)} ticket' in body
+    assert "Search: <strong>" in body  # a chip that removes it
+
+
+def test_a_search_that_matches_nothing_says_so(client, reviewer, desk):
+    client.force_login(reviewer)
+    body = client.get(reverse("ticket-queue"), {"q": "order-none", "state": "any"}).content.decode()
+    assert shown_ticket_ids(body) == set()
+    assert "No ticket matches these filters." in body
+
+
+def test_the_batch_page_links_to_the_tickets_it_opened(client, reviewer, desk, tmp_path):
+    batch = desk["run-stale"].batch
+    ingest_lines(tmp_path, desk_lines(3, prefix="other"), name="other.jsonl")
+    client.force_login(reviewer)
+    page = client.get(reverse("batch-detail", args=[batch.public_id])).content.decode()
+    link = re.search(r'href="([^"]*)" id="batch-tickets"', page).group(1).replace("&amp;", "&")
+    body = client.get(link).content.decode()
+    opened = set(Ticket.objects.filter(batch=batch).values_list("pk", flat=True))
+    assert len(opened) == batch.tickets and shown_ticket_ids(body) == opened
+    assert Ticket.objects.exclude(batch=batch).exists()
