@@ -73,6 +73,7 @@ urlpatterns = [
     path("tickets/<int:ticket_id>/comment/", review.ticket_comment, name="ticket-comment"),
     path("tickets/<int:ticket_id>/close/", review.ticket_close, name="ticket-close"),
     path("tickets/<int:ticket_id>/reopen/", review.ticket_reopen, name="ticket-reopen"),
+    path("runs/<int:run_pk>/", review.run_detail, name="run-detail"),
     # Tallies: monthly explained and unexplained discrepancies, closed months, exports
     path("tallies/", reports.tallies, name="tallies"),
     path("tallies/export.csv", reports.tallies_csv, name="tallies-csv"),

@@ -65,7 +65,7 @@ TICKET_COLUMNS = (
 DISPUTED_VALUE_CHARACTERS = 60
 
 
-def _value_text(value: Any) -> str:
+def value_text(value: Any) -> str:
     """A disputed value as the queue row shows it: a string as itself, anything else as
     JSON, shortened."""
     if value is ABSENT:
@@ -81,7 +81,7 @@ def _value_text(value: Any) -> str:
 def disputed_values(field: str, observations: list[Observation]) -> list[list[str]]:
     """[source, value] of each observation a conflict names, in the evidence's order, for
     the queue row to show the values side by side (e.g. `refunded` vs `paid`)."""
-    return [[o.source, _value_text(o.value_for(field))] for o in observations]
+    return [[o.source, value_text(o.value_for(field))] for o in observations]
 
 
 def tickets_open(stored: list[Stored], *, policy_number: int, batch_id: int) -> None:

@@ -21,8 +21,8 @@ from django_htmx.http import HttpResponseClientRedirect
 from reviewapp.accounts.roles import WORK_TICKET
 from reviewapp.forms import review as review_forms
 from reviewapp.forms.fields import whole_number
-from reviewapp.models import AuditEvent, Ticket, TicketComment
-from reviewapp.review import changes, counts, errors, queue, related, stamp
+from reviewapp.models import AuditEvent, Run, Ticket, TicketComment
+from reviewapp.review import changes, counts, errors, queue, related, runs, stamp
 from reviewapp.review.evidence import handoff_package, ticket_evidence, with_judgement
 from reviewapp.views import review_rows
 from reviewapp.views.htmx import HtmxHttpRequest
@@ -67,6 +67,10 @@ def ticket_queue(request: HtmxHttpRequest) -> HttpResponse:
         ],
         "quick_views": _quick_views(filters),
         "filter_chips": _filter_chips(filters),
+        # A search for a run id leads to the run's page too (read only when searching).
+        "run_found": lambda: (
+            Run.objects.filter(run_id=filters.q).values_list("pk", "run_id").first()
+        ),
         "sorts": queue.SORT_LABELS,
         "query": urlencode(filters.as_params()),
         "page": _QueuePage(number, facets.total),
@@ -364,6 +368,13 @@ def ticket_detail(request: HttpRequest, ticket_id: int) -> HttpResponse:
         else (),
     }
     return render(request, "review/detail.html", context)
+
+
+@require_GET
+def run_detail(request: HttpRequest, run_pk: int) -> HttpResponse:
+    """A run whole, as a timeline: its records, verdicts, findings and tickets."""
+    run = get_object_or_404(Run, pk=run_pk)
+    return render(request, "review/run.html", {"timeline": runs.run_timeline(run)})
 
 
 @require_GET

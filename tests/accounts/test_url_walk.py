@@ -66,6 +66,7 @@ RULES: dict[str, tuple[object, object]] = {
     "ticket-comment": (METHOD, WORK_TICKET),
     "ticket-close": (METHOD, WORK_TICKET),
     "ticket-reopen": (METHOD, WORK_TICKET),
+    "run-detail": (READ, METHOD),
     "shadow": (READ, METHOD),
     "shadow-runs": (READ, METHOD),
     "shadow-start": (METHOD, APPROVE_RULE),
@@ -166,6 +167,7 @@ def world(tmp_path, desk, reviewer, approver):
     assert result is not None, "the walk needs a changed group to open"
     return {
         "ticket_id": ticket.pk,
+        "run_pk": ticket.run_id,
         "public_id": batch.public_id,
         "number": 1,
         "pk": proposal.pk,

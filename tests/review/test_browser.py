@@ -292,8 +292,12 @@ def test_the_search_box_finds_the_tickets_of_an_entity(page, live_server, desk):
     page.wait_for_selector("#queue-total")
     assert shown_ids(page) == expected
     assert page.is_visible(f"#filter-chips >> text=Search: {stale.entity}")
-    # From a ticket, its run id leads to every ticket of the run.
+    # From a ticket, its run id leads to the run's page: its timeline and every ticket.
     page.click(f"a[href^='/tickets/{stale.pk}/']")
     page.click("#run-link")
-    page.wait_for_selector("#queue-total")
-    assert shown_ids(page) == set(Ticket.objects.filter(run=stale.run).values_list("pk", flat=True))
+    page.wait_for_selector("#run-timeline")
+    linked = page.eval_on_selector_all("#run-tickets a", "links => links.map(a => a.textContent)")
+    assert linked == [
+        f"#{pk}"
+        for pk in Ticket.objects.filter(run=stale.run).order_by("id").values_list("pk", flat=True)
+    ]

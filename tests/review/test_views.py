@@ -8,7 +8,7 @@ from urllib.parse import quote
 import pytest
 from django.urls import reverse
 
-from reviewapp.models import AuditEvent, Ticket, TraceLine
+from reviewapp.models import AuditEvent, Ticket, TraceLine, TraceRecord
 from reviewapp.review import changes, related
 from tests.paths import SPEC as SPEC_DIR
 from tests.seeding import desk_lines, ingest_lines, review_desk_trace
@@ -568,3 +568,36 @@ def test_the_batch_page_links_to_the_tickets_it_opened(client, reviewer, desk, t
     opened = set(Ticket.objects.filter(batch=batch).values_list("pk", flat=True))
     assert len(opened) == batch.tickets and shown_ticket_ids(body) == opened
     assert Ticket.objects.exclude(batch=batch).exists()
+
+
+def test_the_run_page_shows_the_whole_run_as_a_timeline(
+    client, viewer, desk, django_assert_max_num_queries
+):
+    stale = desk["run-stale"]
+    run = stale.run
+    client.force_login(viewer)
+    ticket_page = client.get(reverse("ticket-detail", args=[stale.pk])).content.decode()
+    assert f'href="{reverse("run-detail", args=[run.pk])}" id="run-link"' in ticket_page
+    with django_assert_max_num_queries(12):
+        body = client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    timeline = body[body.index('id="run-timeline"') :]
+    # Every record of the run, in line order: calls, observations, the resolution, the action.
+    assert timeline.count('<li class="entry-') == TraceRecord.objects.filter(run=run).count()
+    for kind in ("call", "observation", "resolution", "action"):
+        assert f'class="entry-{kind}' in timeline
+    assert "<code>Refunded</code>" in timeline and "<code>paid</code>" in timeline
+    assert "issue_store_credit" in timeline
+    # Its verdicts and findings, and every ticket of the run, linked.
+    assert '<span class="kind kind-conflict">conflict</span> status' in body
+    for ticket in Ticket.objects.filter(run=run):
+        assert f'<a href="/tickets/{ticket.pk}/">#{ticket.pk}</a>' in body
+    # Trace content is escaped.
+    assert "<script>alert(1)</script>" not in body
+
+
+def test_a_search_for_a_run_id_leads_to_the_run_page(client, viewer, desk):
+    run = desk["run-stale"].run
+    client.force_login(viewer)
+    body = client.get(reverse("ticket-queue"), {"q": run.run_id, "state": "any"}).content.decode()
+    assert f'<p id="search-run">Run <a href="{reverse("run-detail", args=[run.pk])}">' in body
+    assert client.get(reverse("run-detail", args=[run.pk + 10_000])).status_code == 404
