@@ -59,6 +59,7 @@ RULES: dict[str, tuple[object, object]] = {
     "proposal-decide": (METHOD, APPROVE_RULE),
     "ticket-queue": (READ, METHOD),
     "ticket-bulk": (METHOD, WORK_TICKET),
+    "ticket-bulk-undo": (METHOD, WORK_TICKET),
     "ticket-detail": (READ, METHOD),
     "ticket-handoff": (READ, METHOD),
     "ticket-claim": (METHOD, WORK_TICKET),

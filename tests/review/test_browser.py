@@ -7,6 +7,7 @@ import pytest
 from django.core.cache import cache
 
 from reviewapp.models import AuditEvent, Ticket
+from reviewapp.review import changes
 from tests.browser import chromium, log_in
 from tests.seeding import desk_lines, ingest_lines, review_desk_trace
 
@@ -301,3 +302,30 @@ def test_the_search_box_finds_the_tickets_of_an_entity(page, live_server, desk):
         f"#{pk}"
         for pk in Ticket.objects.filter(run=stale.run).order_by("id").values_list("pk", flat=True)
     ]
+
+
+def test_a_bulk_close_names_a_held_ticket_asks_and_can_be_undone(
+    page, live_server, desk, second_reviewer
+):
+    stale, mismatch = desk["run-stale"], desk["run-mismatch"]
+    changes.ticket_claim(mismatch, revision=1, actor=second_reviewer)
+    page.goto(f"{live_server.url}/tickets/?unsafe=yes")
+    page.wait_for_selector("#queue-total >> text=2 tickets")
+    page.check(f"input[name=selected][value='{stale.pk}:1']")
+    page.check(f"input[name=selected][value='{mismatch.pk}:2']")
+    page.select_option("fieldset.bulk select[name=resolution]", "unexplained")
+    page.click("fieldset.bulk button[value=close]")
+    page.wait_for_selector("#held-warning")
+    assert f"#{mismatch.pk} (ravi)" in page.inner_text("#held-warning")
+    assert page.locator("#bulk-tickets tbody tr").count() == 2
+    assert Ticket.objects.filter(state="closed").count() == 0
+    page.click("#confirm-bulk")
+    page.wait_for_selector("#undo-bulk")
+    assert set(Ticket.objects.filter(state="closed").values_list("pk", flat=True)) == {
+        stale.pk,
+        mismatch.pk,
+    }
+    page.click("#undo-bulk button")
+    page.wait_for_selector("text=2 tickets reopened.")
+    assert not Ticket.objects.filter(state="closed").exists()
+    assert page.locator("#undo-bulk").count() == 0

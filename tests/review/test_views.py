@@ -372,19 +372,28 @@ def test_comments_are_shown_escaped(client, reviewer, desk):
     assert "<strong>rita</strong> commented" in body
 
 
-def test_bulk_close_from_the_queue_and_back_to_the_same_filters(client, reviewer, desk):
+def test_bulk_close_from_the_queue_and_back_to_the_same_filters(
+    client, reviewer, second_reviewer, desk
+):
     client.force_login(reviewer)
     stale, mismatch = desk["run-stale"], desk["run-mismatch"]
-    response = client.post(
-        reverse("ticket-bulk"),
-        {
-            "selected": [f"{stale.pk}:1", f"{mismatch.pk}:1"],
-            "operation": "close",
-            "resolution": "explained",
-            "cause": "wrong-join",
-            "unsafe": "yes",
-        },
-    )
+    changes.ticket_claim(mismatch, revision=1, actor=second_reviewer)
+    posted = {
+        "selected": [f"{stale.pk}:1", f"{mismatch.pk}:2"],
+        "operation": "close",
+        "resolution": "explained",
+        "cause": "wrong-join",
+        "unsafe": "yes",
+    }
+    # First what it would close, the ticket someone else holds named; nothing closed yet.
+    asked = client.post(reverse("ticket-bulk"), posted).content.decode()
+    assert "Close 2 tickets?" in asked
+    assert re.search(rf"held by someone else</strong>: #{mismatch.pk}\s+\(ravi\)", asked)
+    assert '<tr class="held">' in asked and asked.count("<tr") == 3
+    assert not Ticket.objects.filter(state="closed").exists()
+    for name, value in (("selected", f"{stale.pk}:1"), ("unsafe", "yes"), ("cause", "wrong-join")):
+        assert f'<input type="hidden" name="{name}" value="{value}">' in asked
+    response = client.post(reverse("ticket-bulk"), {**posted, "confirmed": "1"})
     assert response.status_code == 302 and response["Location"] == "/tickets/?unsafe=yes"
     assert set(Ticket.objects.filter(state="closed").values_list("pk", flat=True)) == {
         stale.pk,
@@ -601,3 +610,70 @@ def test_a_search_for_a_run_id_leads_to_the_run_page(client, viewer, desk):
     body = client.get(reverse("ticket-queue"), {"q": run.run_id, "state": "any"}).content.decode()
     assert f'<p id="search-run">Run <a href="{reverse("run-detail", args=[run.pk])}">' in body
     assert client.get(reverse("run-detail", args=[run.pk + 10_000])).status_code == 404
+
+
+def test_a_bulk_close_without_a_cause_is_refused_before_asking(client, reviewer, desk):
+    client.force_login(reviewer)
+    posted = {"selected": [f"{desk['run-stale'].pk}:1"], "operation": "close"}
+    response = client.post(reverse("ticket-bulk"), {**posted, "resolution": "explained"})
+    assert response.status_code == 302
+    assert "closing as explained needs" in client.get(response["Location"]).content.decode()
+
+
+def test_undo_reopens_exactly_what_a_bulk_close_closed_audited(
+    client, reviewer, second_reviewer, desk
+):
+    client.force_login(reviewer)
+    stale, mismatch, partial = desk["run-stale"], desk["run-mismatch"], desk["run-partial"]
+    # Closed before, by someone else: the undo must leave it closed.
+    changes.ticket_close(partial, revision=1, actor=second_reviewer, resolution="unexplained")
+    posted = {
+        "selected": [f"{stale.pk}:1", f"{mismatch.pk}:1"],
+        "operation": "close",
+        "resolution": "unexplained",
+        "confirmed": "1",
+    }
+    queue_url = client.post(reverse("ticket-bulk"), posted)["Location"]
+    page = client.get(queue_url).content.decode()
+    bulk = re.search(r'name="bulk" value="([0-9a-f]+)"', page).group(1)
+    assert "You closed 2 tickets in bulk." in page
+    history = list(AuditEvent.objects.order_by("id").values_list("id", "verb", "data"))
+    response = client.post(reverse("ticket-bulk-undo"), {"bulk": bulk, "next": queue_url})
+    assert response["Location"] == queue_url
+    assert "2 tickets reopened." in client.get(queue_url).content.decode()
+    states = dict(Ticket.objects.values_list("pk", "state"))
+    assert (states[stale.pk], states[mismatch.pk], states[partial.pk]) == ("open", "open", "closed")
+    # History is kept as it was; the undo is new events, each naming the bulk change.
+    after = list(AuditEvent.objects.order_by("id").values_list("id", "verb", "data"))
+    assert after[: len(history)] == history
+    undone = after[len(history) :]
+    assert [(verb, data["undoes"]) for _, verb, data in undone] == [("reopened", bulk)] * 2
+    assert {e.ticket_id for e in AuditEvent.objects.filter(data__undoes=bulk)} == {
+        stale.pk,
+        mismatch.pk,
+    }
+    # Once undone, it cannot be undone again, and the queue offers nothing.
+    client.post(reverse("ticket-bulk-undo"), {"bulk": bulk})
+    assert "can no longer be undone" in client.get(queue_url).content.decode()
+    assert AuditEvent.objects.count() == len(after)
+
+
+def test_only_the_author_may_undo_a_bulk_close_and_only_for_a_while(
+    client, reviewer, second_reviewer, desk, monkeypatch
+):
+    stale = desk["run-stale"]
+    outcome = changes.tickets_close(
+        {stale.pk: 1}, actor=second_reviewer, resolution="unexplained", bulk="b1"
+    )
+    assert outcome.changed == [stale.pk]
+    client.force_login(reviewer)
+    client.post(reverse("ticket-bulk-undo"), {"bulk": "b1"})
+    assert Ticket.objects.get(pk=stale.pk).state == "closed"
+    assert changes.bulk_closed("b1", reviewer) == {}
+    assert changes.bulk_closed("b1", second_reviewer) == {stale.pk: 2}
+    # Past the window, not even its author may.
+    monkeypatch.setattr(changes, "UNDO_SECONDS", -60)
+    assert changes.bulk_closed("b1", second_reviewer) == {}
+    with pytest.raises(changes.TicketActionError):
+        changes.bulk_undo("b1", actor=second_reviewer)
+    assert Ticket.objects.get(pk=stale.pk).state == "closed"
