@@ -4,6 +4,7 @@ the queue change; and the same work done with the keyboard alone."""
 import re
 
 import pytest
+from axe_playwright_python.sync_playwright import Axe
 from django.core.cache import cache
 
 from reviewapp.models import AuditEvent, Ticket
@@ -329,3 +330,58 @@ def test_a_bulk_close_names_a_held_ticket_asks_and_can_be_undone(
     page.wait_for_selector("text=2 tickets reopened.")
     assert not Ticket.objects.filter(state="closed").exists()
     assert page.locator("#undo-bulk").count() == 0
+
+
+def desk_pages(desk) -> list[str]:
+    """The pages a reviewer's day goes through, for the phone and accessibility passes."""
+    stale = desk["run-stale"]
+    return [
+        "/",
+        "/tickets/",
+        "/tickets/?unsafe=yes&q=order-204&state=any",
+        f"/tickets/{stale.pk}/?queue=unsafe%3Dyes",
+        f"/runs/{stale.run_id}/",
+        "/ingest/",
+        f"/ingest/batches/{stale.batch.public_id}/",
+        "/policy/",
+    ]
+
+
+def serious_violations(page) -> list[str]:
+    results = Axe().run(page)
+    return [
+        f"{violation['id']} ({violation['impact']}): "
+        + "; ".join(node["target"][0] for node in violation["nodes"][:3])
+        for violation in results.response["violations"]
+        if violation["impact"] in ("serious", "critical")
+    ]
+
+
+def test_axe_finds_no_serious_or_critical_violation_on_the_desk(page, live_server, desk):
+    found = {}
+    for path in desk_pages(desk):
+        page.goto(f"{live_server.url}{path}")
+        page.wait_for_load_state("load")
+        if path.startswith("/tickets/?"):
+            page.click("details.more-filters > summary")  # the folded form too
+        found[path] = serious_violations(page)
+    assert found == {path: [] for path in found}
+
+
+def test_a_phone_shows_every_page_within_its_width(page, live_server, desk):
+    page.set_viewport_size({"width": 390, "height": 844})
+    wide = {}
+    for path in desk_pages(desk):
+        page.goto(f"{live_server.url}{path}")
+        page.wait_for_load_state("load")
+        wide[path] = page.evaluate(WIDER_THAN_THE_WINDOW)
+    assert wide == {path: [] for path in wide}
+    # The header wraps: every link of it is within the window, on more than one line.
+    tops = page.eval_on_selector_all(
+        "header.topbar a", "links => links.map(a => a.getBoundingClientRect().top)"
+    )
+    assert len(set(tops)) > 1
+    # A skip link is the first thing a keyboard reaches, and leads to the content.
+    page.keyboard.press("Tab")
+    assert page.evaluate("() => document.activeElement.getAttribute('href')") == "#main"
+    assert page.is_visible("a.skip-link")
