@@ -385,3 +385,23 @@ def test_a_phone_shows_every_page_within_its_width(page, live_server, desk):
     page.keyboard.press("Tab")
     assert page.evaluate("() => document.activeElement.getAttribute('href')") == "#main"
     assert page.is_visible("a.skip-link")
+
+
+def test_a_ticket_shows_its_verdict_values_and_work_above_the_fold_on_a_laptop(
+    page, live_server, desk
+):
+    stale = desk["run-stale"]
+    page.set_viewport_size({"width": 1366, "height": 768})
+    page.goto(f"{live_server.url}/tickets/{stale.pk}/")
+    page.wait_for_selector("#ticket-work")
+    below = page.evaluate(
+        """() => ['#verdict-title', '.verdict .kind', '#disputed-values', '#claim-form',
+                  '#close-explained', '#close-unexplained']
+            .filter(s => {
+                const box = document.querySelector(s).getBoundingClientRect();
+                return box.height === 0 || box.bottom > window.innerHeight;
+            })"""
+    )
+    assert below == []
+    assert "Refunded" in page.inner_text("#disputed-values")
+    assert page.evaluate(WIDER_THAN_THE_WINDOW) == []
