@@ -14,6 +14,7 @@ from reviewapp.views import (
     replay_fixtures,
     reports,
     review,
+    review_bulk,
     shadow,
 )
 
@@ -65,8 +66,8 @@ urlpatterns = [
     path("gate/mode/", shadow.gate_mode_view, name="gate-mode"),
     # Tickets
     path("tickets/", review.ticket_queue, name="ticket-queue"),
-    path("tickets/bulk/", review.ticket_bulk, name="ticket-bulk"),
-    path("tickets/bulk/undo/", review.ticket_bulk_undo, name="ticket-bulk-undo"),
+    path("tickets/bulk/", review_bulk.ticket_bulk, name="ticket-bulk"),
+    path("tickets/bulk/undo/", review_bulk.ticket_bulk_undo, name="ticket-bulk-undo"),
     path("tickets/<int:ticket_id>/", review.ticket_detail, name="ticket-detail"),
     path("tickets/<int:ticket_id>/handoff.json", review.ticket_handoff, name="ticket-handoff"),
     path("tickets/<int:ticket_id>/claim/", review.ticket_claim, name="ticket-claim"),

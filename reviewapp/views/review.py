@@ -4,7 +4,6 @@ package. Reading needs a login; every change needs WORK_TICKET, checked here on 
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -25,8 +24,10 @@ from reviewapp.forms.fields import whole_number
 from reviewapp.models import AuditEvent, Run, Ticket, TicketComment
 from reviewapp.review import changes, counts, errors, queue, related, runs, stamp
 from reviewapp.review.evidence import handoff_package, ticket_evidence, with_judgement
-from reviewapp.views import review_rows
+from reviewapp.views import review_bulk, review_rows
 from reviewapp.views.htmx import HtmxHttpRequest
+from reviewapp.views.review_urls import queue_url as _queue_url
+from reviewapp.views.review_urls import url_with as _url_with
 
 TICKETS_PER_PAGE = 50
 FAMILIES_SHOWN = 100
@@ -35,16 +36,6 @@ EVIDENCE_CACHE_SECONDS = 600
 
 
 # --- the queue --------------------------------------------------------------------
-
-
-def _queue_url(filters: queue.QueueFilters, **overrides: str) -> str:
-    return _url_with(reverse("ticket-queue"), filters.as_params(), overrides)
-
-
-def _url_with(base: str, params: dict[str, str], overrides: dict[str, str]) -> str:
-    """`base` with the filters' `params`, some of them set or, given "", cleared."""
-    params = {name: value for name, value in {**params, **overrides}.items() if value}
-    return base + (f"?{urlencode(params)}" if params else "")
 
 
 @require_GET
@@ -68,7 +59,7 @@ def ticket_queue(request: HtmxHttpRequest) -> HttpResponse:
         ],
         "quick_views": _quick_views(filters),
         "filter_chips": _filter_chips(filters),
-        "undo": _undo_offer(request) if can_work else None,
+        "undo": review_bulk.undo_offer(request) if can_work else None,
         # A search for a run id leads to the run's page too (read only when searching).
         "run_found": lambda: (
             Run.objects.filter(run_id=filters.q).values_list("pk", "run_id").first()
@@ -232,119 +223,6 @@ def _quick_views(filters: queue.QueueFilters) -> list[dict]:
         {"label": label, "url": _queue_url(view), "current": view == filters}
         for label, view in views
     ]
-
-
-@require_POST
-@permission_required(WORK_TICKET, raise_exception=True)
-def ticket_bulk(request: HttpRequest) -> HttpResponse:
-    """Assign or close the checked tickets, or every open ticket of one family."""
-    filters = queue.queue_filters(request.POST)
-    form = review_forms.BulkForm(request.POST)
-    if not form.is_valid():
-        messages.error(request, f"Not applied: {review_forms.form_errors(form)}.")
-        return redirect(_queue_url(filters))
-    data = form.cleaned_data
-    try:
-        if data["whole_family"]:
-            seen = stamp.DataStamp.from_text(data["seen"])
-            expected = changes.family_revisions(data["whole_family"], seen)
-        else:
-            expected = form.selection(request.POST.getlist("selected"))
-        if not expected:
-            messages.warning(request, "Nothing was selected.")
-            return redirect(_queue_url(filters))
-        if data["operation"] == "close" and request.POST.get("confirmed") != "1":
-            # Say what the close would take, held tickets first, and ask.
-            changes.check_closing(data["resolution"], data["cause"], data["cause_text"])
-            return _bulk_confirmation(request, expected)
-        if data["operation"] == "close":
-            bulk = uuid.uuid4().hex
-            outcome = changes.tickets_close(
-                expected,
-                actor=request.user,
-                resolution=data["resolution"],
-                cause=data["cause"],
-                cause_text=data["cause_text"],
-                bulk=bulk,
-            )
-            verb = "closed"
-            if outcome.changed:
-                request.session[UNDO_SESSION_KEY] = {"bulk": bulk, "count": len(outcome.changed)}
-        else:
-            outcome = changes.tickets_assign(
-                expected, actor=request.user, assignee=data["assignee"]
-            )
-            verb = "assigned"
-    except errors.TicketActionError as error:
-        messages.error(request, f"Not applied: {error}.")
-        return redirect(_queue_url(filters))
-    messages.success(request, outcome.summary(verb))
-    for stale in outcome.stale[:5]:
-        messages.warning(request, str(stale))
-    return redirect(_queue_url(filters))
-
-
-UNDO_SESSION_KEY = "crosscheck.bulk_undo"
-
-
-def _bulk_confirmation(request: HttpRequest, expected: dict[int, int]) -> HttpResponse:
-    """The tickets a bulk close would close, as they are now, and the same post again with
-    `confirmed`: held tickets (someone else's above all) are named."""
-    me = request.user.get_username()
-    tickets: list[dict[str, Any]] = [
-        {
-            **row,
-            "held_by_other": bool(row["assignee__username"]) and row["assignee__username"] != me,
-        }
-        for row in Ticket.objects.filter(pk__in=list(expected))
-        .order_by("pk")
-        .values("pk", "state", "reason", "field", "finding_kind", "entity", "assignee__username")
-    ]
-    posted = [
-        (name, value)
-        for name, values in request.POST.lists()
-        if name not in ("csrfmiddlewaretoken", "confirmed")
-        for value in values
-    ]
-    context = {
-        "tickets": tickets,
-        "held_by_others": [t for t in tickets if t["held_by_other"]],
-        "posted": posted,
-        "back": _queue_url(queue.queue_filters(request.POST)),
-        "undo_minutes": changes.UNDO_SECONDS // 60,
-    }
-    return render(request, "review/bulk_confirm.html", context)
-
-
-def _undo_offer(request: HttpRequest) -> dict | None:
-    """The bulk close this person may still undo, for the queue to offer."""
-    offer = request.session.get(UNDO_SESSION_KEY)
-    if not offer:
-        return None
-    if not changes.bulk_closed(offer["bulk"], request.user):
-        del request.session[UNDO_SESSION_KEY]
-        return None
-    return offer
-
-
-@require_POST
-@permission_required(WORK_TICKET, raise_exception=True)
-def ticket_bulk_undo(request: HttpRequest) -> HttpResponse:
-    """Reopen exactly what this person's last bulk close closed, audited as a new change."""
-    bulk = request.POST.get("bulk", "")[:64]
-    try:
-        outcome = changes.bulk_undo(bulk, actor=request.user)
-    except errors.TicketActionError as error:
-        messages.error(request, f"Not undone: {error}.")
-    else:
-        messages.success(request, outcome.summary("reopened"))
-        for stale in outcome.stale[:5]:
-            messages.warning(request, str(stale))
-    request.session.pop(UNDO_SESSION_KEY, None)
-    back = request.POST.get("next", "")
-    if url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
-        return redirect(back)
-    return redirect("ticket-queue")
 
 
 # --- the ticket -------------------------------------------------------------------
