@@ -14,6 +14,7 @@ from reviewapp.views import (
     replay_fixtures,
     reports,
     review,
+    review_bulk,
     shadow,
 )
 
@@ -65,7 +66,8 @@ urlpatterns = [
     path("gate/mode/", shadow.gate_mode_view, name="gate-mode"),
     # Tickets
     path("tickets/", review.ticket_queue, name="ticket-queue"),
-    path("tickets/bulk/", review.ticket_bulk, name="ticket-bulk"),
+    path("tickets/bulk/", review_bulk.ticket_bulk, name="ticket-bulk"),
+    path("tickets/bulk/undo/", review_bulk.ticket_bulk_undo, name="ticket-bulk-undo"),
     path("tickets/<int:ticket_id>/", review.ticket_detail, name="ticket-detail"),
     path("tickets/<int:ticket_id>/handoff.json", review.ticket_handoff, name="ticket-handoff"),
     path("tickets/<int:ticket_id>/claim/", review.ticket_claim, name="ticket-claim"),
@@ -73,6 +75,7 @@ urlpatterns = [
     path("tickets/<int:ticket_id>/comment/", review.ticket_comment, name="ticket-comment"),
     path("tickets/<int:ticket_id>/close/", review.ticket_close, name="ticket-close"),
     path("tickets/<int:ticket_id>/reopen/", review.ticket_reopen, name="ticket-reopen"),
+    path("runs/<int:run_pk>/", review.run_detail, name="run-detail"),
     # Tallies: monthly explained and unexplained discrepancies, closed months, exports
     path("tallies/", reports.tallies, name="tallies"),
     path("tallies/export.csv", reports.tallies_csv, name="tallies-csv"),

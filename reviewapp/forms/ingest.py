@@ -29,7 +29,9 @@ class MultipleFileField(forms.FileField):
 
 class UploadForm(forms.Form):
     files = MultipleFileField(  # type: ignore[assignment]  # a field named like Form.files
-        help_text="JSON Lines, .jsonl.gz, or OpenTelemetry JSON; several at once."
+        help_text="JSON Lines, .jsonl.gz, or OpenTelemetry JSON; several at once.",
+        # The page shows no <label>: the input is named for assistive technology here.
+        widget=MultipleFileInput(attrs={"aria-label": "Trace files to ingest"}),
     )
 
 

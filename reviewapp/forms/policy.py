@@ -124,7 +124,11 @@ MAX_MOTIVATING_TICKETS = 500
 
 
 class ImportForm(forms.Form):
-    document = forms.FileField(help_text="A policy document (JSON), as exported.")
+    document = forms.FileField(
+        help_text="A policy document (JSON), as exported.",
+        # The page shows no <label>: the input is named for assistive technology here.
+        widget=forms.ClearableFileInput(attrs={"aria-label": "Policy document (JSON)"}),
+    )
     rationale = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}))
 
     def clean_document(self):

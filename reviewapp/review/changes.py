@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
@@ -105,6 +106,10 @@ def describe(event: AuditEvent) -> str:
         text += f" as {after['resolution']}"
         if after.get("cause"):
             text += f" ({Ticket.Cause(after['cause']).label})"
+        if event.data.get("bulk"):
+            text += " in a bulk close"
+    if event.data.get("undoes"):
+        text += ", undoing a bulk close"
     return text
 
 
@@ -118,9 +123,11 @@ def _change(
     verb: str,
     changes: dict[str, Any],
     refuse: Check,
+    note: Mapping[str, Any] | None = None,
 ) -> Outcome:
     """Apply `changes` to each ticket still at its expected revision and not refused,
-    one guarded UPDATE each, and audit every change; in one transaction."""
+    one guarded UPDATE each, and audit every change (its event's data with `note` too: the
+    bulk change it is part of, say); in one transaction."""
     outcome = Outcome()
     now = timezone.now()
     with transaction.atomic():
@@ -156,6 +163,7 @@ def _change(
                         "revision": ticket.revision + 1,
                         "before": before,
                         "after": _audited(ticket),
+                        **(note or {}),
                     },
                 )
             )
@@ -257,10 +265,24 @@ def _closing(resolution: str, cause: str, cause_text: str) -> dict[str, Any]:
     return {"resolution": resolution, "cause": cause, "cause_text": cause_text}
 
 
+def check_closing(resolution: str, cause: str, cause_text: str) -> None:
+    """Raise TicketActionError when a close with these values would be refused."""
+    _closing(resolution, cause, cause_text)
+
+
 def tickets_close(
-    expected: Mapping[int, int], *, actor, resolution: str, cause: str = "", cause_text: str = ""
+    expected: Mapping[int, int],
+    *,
+    actor,
+    resolution: str,
+    cause: str = "",
+    cause_text: str = "",
+    bulk: str = "",
 ) -> Outcome:
-    return _close(expected, actor, _closing(resolution, cause, cause_text))
+    """Close these tickets; `bulk` names a bulk change, which its author may undo for a
+    while (bulk_undo): each close's audit event records it."""
+    note = {"bulk": bulk} if bulk else None
+    return _close(expected, actor, _closing(resolution, cause, cause_text), note)
 
 
 def tickets_close_settled(expected: Mapping[int, int], *, actor, version_number: int) -> Outcome:
@@ -273,14 +295,21 @@ def tickets_close_settled(expected: Mapping[int, int], *, actor, version_number:
     return _close(expected, actor, closing)
 
 
-def _close(expected: Mapping[int, int], actor, closing: dict[str, Any]) -> Outcome:
+def _close(
+    expected: Mapping[int, int],
+    actor,
+    closing: dict[str, Any],
+    note: Mapping[str, Any] | None = None,
+) -> Outcome:
     changes = {
         **closing,
         "state": Ticket.State.CLOSED,
         "closed_by": actor,
         "closed_at": timezone.now(),
     }
-    return _change(expected, actor=actor, verb="closed", changes=changes, refuse=_require_open)
+    return _change(
+        expected, actor=actor, verb="closed", changes=changes, refuse=_require_open, note=note
+    )
 
 
 def ticket_close(
@@ -296,23 +325,60 @@ def ticket_close(
     return _single(ticket, outcome)
 
 
+_REOPENING = {
+    "state": Ticket.State.OPEN,
+    "resolution": "",
+    "cause": "",
+    "cause_text": "",
+    "closed_by": None,
+    "closed_at": None,
+}
+
+
+def _refuse_open(current: Ticket) -> str | None:
+    return "the ticket is already open" if current.state == Ticket.State.OPEN else None
+
+
 def ticket_reopen(ticket: Ticket, *, revision: int, actor) -> Ticket:
-    changes = {
-        "state": Ticket.State.OPEN,
-        "resolution": "",
-        "cause": "",
-        "cause_text": "",
-        "closed_by": None,
-        "closed_at": None,
-    }
-
-    def refuse(current: Ticket) -> str | None:
-        return "the ticket is already open" if current.state == Ticket.State.OPEN else None
-
     outcome = _change(
-        {ticket.pk: revision}, actor=actor, verb="reopened", changes=changes, refuse=refuse
+        {ticket.pk: revision},
+        actor=actor,
+        verb="reopened",
+        changes=_REOPENING,
+        refuse=_refuse_open,
     )
     return _single(ticket, outcome)
+
+
+# A bulk close can be undone by its author for this long.
+UNDO_SECONDS = 600
+
+
+def bulk_closed(bulk: str, actor) -> dict[int, int]:
+    """The tickets a bulk close of `actor` closed, with the revision each close made; empty
+    once UNDO_SECONDS have passed or once it was undone."""
+    since = timezone.now() - timedelta(seconds=UNDO_SECONDS)
+    events = AuditEvent.objects.filter(actor=actor, verb="closed", data__bulk=bulk)
+    if not bulk or AuditEvent.objects.filter(verb="reopened", data__undoes=bulk).exists():
+        return {}
+    return dict(events.filter(created_at__gte=since).values_list("ticket_id", "data__revision"))
+
+
+def bulk_undo(bulk: str, *, actor) -> Outcome:
+    """Reopen exactly what the bulk close `bulk` of `actor` closed, each as a new audited
+    change (its event names the bulk change it undoes; history is never rewritten). A
+    ticket changed since its close is left alone and reported."""
+    closed = bulk_closed(bulk, actor)
+    if not closed:
+        raise TicketActionError("that bulk change can no longer be undone")
+    return _change(
+        closed,
+        actor=actor,
+        verb="reopened",
+        changes=_REOPENING,
+        refuse=_refuse_open,
+        note={"undoes": bulk},
+    )
 
 
 def ticket_comment(ticket: Ticket, *, actor, text: str) -> TicketComment:

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from reviewapp.engine import Observation
+from reviewapp.engine import ABSENT, Observation
 from reviewapp.infra.bulk import insert_rows
 from reviewapp.judging.store import Stored
 from reviewapp.models import Ticket
@@ -59,7 +59,29 @@ TICKET_COLUMNS = (
     "judgement_id",
     "policy_number",
     "batch_id",
+    "disputed",
 )
+
+DISPUTED_VALUE_CHARACTERS = 60
+
+
+def value_text(value: Any) -> str:
+    """A disputed value as the queue row shows it: a string as itself, anything else as
+    JSON, shortened."""
+    if value is ABSENT:
+        text = "(absent)"
+    elif isinstance(value, str):
+        text = value
+    else:
+        text = json.dumps(value, separators=(",", ":"), sort_keys=True, default=str)
+    limit = DISPUTED_VALUE_CHARACTERS
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def disputed_values(field: str, observations: list[Observation]) -> list[list[str]]:
+    """[source, value] of each observation a conflict names, in the evidence's order, for
+    the queue row to show the values side by side (e.g. `refunded` vs `paid`)."""
+    return [[o.source, value_text(o.value_for(field))] for o in observations]
 
 
 def tickets_open(stored: list[Stored], *, policy_number: int, batch_id: int) -> None:
@@ -102,6 +124,7 @@ def _ticket_rows(item: Stored, *, policy_number: int, batch_id: int) -> Iterator
             item.judgement_id,
             policy_number,
             batch_id,
+            disputed_values(verdict.field, involved),
         )
     for finding_id, finding in zip(item.finding_ids, result.findings, strict=True):
         label = f"{finding.kind} · {run.agent or 'unknown agent'}"
@@ -124,6 +147,7 @@ def _ticket_rows(item: Stored, *, policy_number: int, batch_id: int) -> Iterator
             item.judgement_id,
             policy_number,
             batch_id,
+            [],
         )
 
 

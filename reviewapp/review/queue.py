@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import re
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
-from django.db.models import Count, Max, Q, QuerySet
+from django.db.models import Count, Max, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from reviewapp.models import TallyEntry, Ticket
@@ -74,6 +75,11 @@ class QueueFilters:
     closed_to: date | None = None
     # "YYYY-MM": the tickets counted in that month's tally (reviewapp.reports).
     month: str = ""
+    # The one search box: a ticket number, an entity (an order id), a run id, a source, an
+    # agent or a family's fingerprint, each matched whole (see `search`).
+    q: str = ""
+    # The public id of the ingest batch that opened the tickets.
+    batch: str = ""
     sort: str = "newest"
     group: str = ""  # "family": families with their sizes instead of tickets
 
@@ -120,6 +126,11 @@ def queue_filters(params: Mapping[str, str]) -> QueueFilters:
         elif item.name == "month":
             if _a_month(raw):
                 values["month"] = raw
+        elif item.name == "batch":
+            try:
+                values["batch"] = str(uuid.UUID(raw))
+            except ValueError:
+                continue
         else:
             values[item.name] = raw[:200]
     return QueueFilters(**values)
@@ -149,7 +160,7 @@ def _a_month(text: str) -> bool:
 
 # Filters that are no dimension of the counts PostgreSQL keeps (review.counts): with any
 # of them, the tickets selected are counted.
-UNCOUNTED = ("family", *DATES, "outcome", "closed_cause", "month")
+UNCOUNTED = ("family", *DATES, "outcome", "closed_cause", "month", "q", "batch")
 
 
 def _contains_source(source: str) -> Q:
@@ -160,6 +171,24 @@ def _contains_source(source: str) -> Q:
         | Q(sources__endswith=f",{source}")
         | Q(sources__contains=f",{source},")
     )
+
+
+def search(text: str) -> Q:
+    """The tickets one search box finds: by number ("#42" or "42"), entity (an order id,
+    say), run id, source, agent or family fingerprint, each matched whole so that an index
+    or a short scan answers it."""
+    text = text.strip()
+    found = (
+        Q(entity=text)
+        | Q(run__run_id=text)
+        | Q(agent=text)
+        | Q(fingerprint=text)
+        | _contains_source(text)
+    )
+    number = text.removeprefix("#")
+    if number.isdigit() and int(number) < 2**31:
+        found |= Q(pk=int(number))
+    return found
 
 
 def _day_start(day: date) -> datetime:
@@ -184,6 +213,10 @@ def filtered_tickets(filters: QueueFilters, user) -> QuerySet[Ticket]:
         query &= Q(closed_at__gte=_day_start(filters.closed_from))
     if filters.closed_to:
         query &= Q(closed_at__lt=_day_start(filters.closed_to + timedelta(days=1)))
+    if filters.q:
+        query &= search(filters.q)
+    if filters.batch:
+        query &= Q(batch__public_id=filters.batch)
     if filters.month:
         counted = TallyEntry.objects.filter(month=date.fromisoformat(f"{filters.month}-01"))
         query &= Q(pk__in=counted.filter(ticket__isnull=False).values("ticket_id"))
@@ -254,3 +287,45 @@ def families(filters: QueueFilters, user, *, limit: int, version: str) -> list[F
         return [Family(r["fingerprint"], r["label"], r["size"], r["unsafe"]) for r in rows]
 
     return cached(f"tickets:families:{limit}:{version}", count)
+
+
+def _beyond(ticket: Ticket, order: tuple[str, ...]) -> Q:
+    """The tickets that come after `ticket` in `order` (names as order_by takes them): a
+    keyset, with the first key's bound alone first so that an index on it can be used."""
+    first = order[0].lstrip("-")
+    bound = Q(
+        **{f"{first}__{'lte' if order[0].startswith('-') else 'gte'}": getattr(ticket, first)}
+    )
+    after = Q()
+    equal = Q()
+    for name in order:
+        field = name.lstrip("-")
+        step = "lt" if name.startswith("-") else "gt"
+        after |= equal & Q(**{f"{field}__{step}": getattr(ticket, field)})
+        equal &= Q(**{field: getattr(ticket, field)})
+    return bound & after
+
+
+def _reversed(order: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(name[1:] if name.startswith("-") else f"-{name}" for name in order)
+
+
+def neighbours(filters: QueueFilters, user, ticket: Ticket) -> tuple[int | None, int | None]:
+    """The ids of the tickets just before and just after `ticket` in the queue these
+    filters show (whether `ticket` is still in it or not: closed just now, say), in one
+    query."""
+    order = SORTS[filters.sort]
+    backwards = _reversed(order)
+    selected = filtered_tickets(filters, user).exclude(pk=ticket.pk)
+    preceding = selected.filter(_beyond(ticket, backwards)).order_by(*backwards)
+    following = selected.filter(_beyond(ticket, order)).order_by(*order)
+    found = (
+        Ticket.objects.filter(pk=ticket.pk)
+        .annotate(
+            preceding=Subquery(preceding.values("pk")[:1]),
+            following=Subquery(following.values("pk")[:1]),
+        )
+        .values_list("preceding", "following")
+        .first()
+    )
+    return found if found else (None, None)

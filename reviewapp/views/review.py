@@ -10,21 +10,24 @@ from typing import Any
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.functional import SimpleLazyObject
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from reviewapp.accounts.roles import WORK_TICKET
 from reviewapp.forms import review as review_forms
 from reviewapp.forms.fields import whole_number
-from reviewapp.models import AuditEvent, Ticket, TicketComment
-from reviewapp.review import changes, counts, errors, queue, related, stamp
+from reviewapp.models import AuditEvent, Run, Ticket, TicketComment
+from reviewapp.review import changes, counts, errors, queue, related, runs, stamp
 from reviewapp.review.evidence import handoff_package, ticket_evidence, with_judgement
-from reviewapp.views import review_rows
+from reviewapp.views import review_bulk, review_rows
 from reviewapp.views.htmx import HtmxHttpRequest
+from reviewapp.views.review_urls import queue_url as _queue_url
+from reviewapp.views.review_urls import url_with as _url_with
 
 TICKETS_PER_PAGE = 50
 FAMILIES_SHOWN = 100
@@ -33,16 +36,6 @@ EVIDENCE_CACHE_SECONDS = 600
 
 
 # --- the queue --------------------------------------------------------------------
-
-
-def _queue_url(filters: queue.QueueFilters, **overrides: str) -> str:
-    return _url_with(reverse("ticket-queue"), filters.as_params(), overrides)
-
-
-def _url_with(base: str, params: dict[str, str], overrides: dict[str, str]) -> str:
-    """`base` with the filters' `params`, some of them set or, given "", cleared."""
-    params = {name: value for name, value in {**params, **overrides}.items() if value}
-    return base + (f"?{urlencode(params)}" if params else "")
 
 
 @require_GET
@@ -65,13 +58,21 @@ def ticket_queue(request: HtmxHttpRequest) -> HttpResponse:
             for name in TEXT_FILTERS
         ],
         "quick_views": _quick_views(filters),
+        "filter_chips": _filter_chips(filters),
+        "undo": review_bulk.undo_offer(request) if can_work else None,
+        # A search for a run id leads to the run's page too (read only when searching).
+        "run_found": lambda: (
+            Run.objects.filter(run_id=filters.q).values_list("pk", "run_id").first()
+        ),
         "sorts": queue.SORT_LABELS,
         "query": urlencode(filters.as_params()),
         "page": _QueuePage(number, facets.total),
         "families": SimpleLazyObject(lambda: _family_rows(filters, request.user, facets.version)),
         "families_shown": FAMILIES_SHOWN,
         "rows": lambda: review_rows.queue_rows(
-            shown.values(*review_rows.QUEUE_ROW_COLUMNS), can_work=can_work
+            shown.values(*review_rows.QUEUE_ROW_COLUMNS),
+            can_work=can_work,
+            queue_query=urlencode(filters.as_params()),
         ),
         "can_work": can_work,
         "workers": related.ticket_workers() if can_work else [],
@@ -180,6 +181,36 @@ def _facet_links(filters: queue.QueueFilters, facets: counts.Facets) -> list[dic
     return groups
 
 
+# What each chip calls its filter, beside the counted dimensions' titles.
+CHIP_TITLES = {
+    **FACET_TITLES,
+    "family": "Family",
+    "created_from": "From",
+    "created_to": "To",
+    "outcome": "Resolution",
+    "closed_cause": "Cause",
+    "closed_from": "Closed from",
+    "closed_to": "Closed to",
+    "month": "Tally month",
+    "q": "Search",
+    "batch": "Batch",
+}
+
+
+def _filter_chips(filters: queue.QueueFilters) -> list[dict]:
+    """The active filters, each with the queue's URL without it (the chip that removes it).
+    The sort and the grouping are how the queue is shown, not what it selects."""
+    return [
+        {
+            "label": CHIP_TITLES.get(name, name),
+            "value": value,
+            "url": _queue_url(filters, **{name: ""}),
+        }
+        for name, value in filters.as_params().items()
+        if name not in ("sort", "group", "page")
+    ]
+
+
 def _quick_views(filters: queue.QueueFilters) -> list[dict]:
     views = [
         ("All open", queue.QueueFilters()),
@@ -192,48 +223,6 @@ def _quick_views(filters: queue.QueueFilters) -> list[dict]:
         {"label": label, "url": _queue_url(view), "current": view == filters}
         for label, view in views
     ]
-
-
-@require_POST
-@permission_required(WORK_TICKET, raise_exception=True)
-def ticket_bulk(request: HttpRequest) -> HttpResponse:
-    """Assign or close the checked tickets, or every open ticket of one family."""
-    filters = queue.queue_filters(request.POST)
-    form = review_forms.BulkForm(request.POST)
-    if not form.is_valid():
-        messages.error(request, f"Not applied: {review_forms.form_errors(form)}.")
-        return redirect(_queue_url(filters))
-    data = form.cleaned_data
-    try:
-        if data["whole_family"]:
-            seen = stamp.DataStamp.from_text(data["seen"])
-            expected = changes.family_revisions(data["whole_family"], seen)
-        else:
-            expected = form.selection(request.POST.getlist("selected"))
-        if not expected:
-            messages.warning(request, "Nothing was selected.")
-            return redirect(_queue_url(filters))
-        if data["operation"] == "close":
-            outcome = changes.tickets_close(
-                expected,
-                actor=request.user,
-                resolution=data["resolution"],
-                cause=data["cause"],
-                cause_text=data["cause_text"],
-            )
-            verb = "closed"
-        else:
-            outcome = changes.tickets_assign(
-                expected, actor=request.user, assignee=data["assignee"]
-            )
-            verb = "assigned"
-    except errors.TicketActionError as error:
-        messages.error(request, f"Not applied: {error}.")
-        return redirect(_queue_url(filters))
-    messages.success(request, outcome.summary(verb))
-    for stale in outcome.stale[:5]:
-        messages.warning(request, str(stale))
-    return redirect(_queue_url(filters))
 
 
 # --- the ticket -------------------------------------------------------------------
@@ -277,12 +266,41 @@ def _work_context(request: HttpRequest, ticket: Ticket, seen: stamp.DataStamp) -
     }
 
 
+# --- moving through the queue the reviewer came from --------------------------------
+
+
+def _came_from(params) -> tuple[str, queue.QueueFilters]:
+    """The queue a ticket was opened from (its filters, URL-encoded in `queue`)."""
+    query = params.get("queue", "")[:2000]
+    return query, queue.queue_filters(QueryDict(query))
+
+
+def ticket_in_queue_url(ticket_id: int, queue_query: str) -> str:
+    """A ticket's page, opened from the queue whose filters `queue_query` holds."""
+    base = reverse("ticket-detail", args=[ticket_id])
+    return base + (f"?{urlencode({'queue': queue_query})}" if queue_query else "")
+
+
+def _queue_moves(request: HttpRequest, ticket: Ticket) -> dict:
+    """The links to the ticket before and after this one in the queue it came from, and
+    back to that queue."""
+    query, filters = _came_from(request.GET)
+    previous, following = queue.neighbours(filters, request.user, ticket)
+    return {
+        "queue_query": query,
+        "queue_url": _queue_url(filters),
+        "previous_url": ticket_in_queue_url(previous, query) if previous else "",
+        "next_url": ticket_in_queue_url(following, query) if following else "",
+    }
+
+
 @require_GET
 def ticket_detail(request: HttpRequest, ticket_id: int) -> HttpResponse:
     ticket = _ticket_or_404(ticket_id)
     seen = stamp.data_stamp()
     context = {
         **_work_context(request, ticket, seen),
+        **_queue_moves(request, ticket),
         # What was judged never changes: the template caches its part of the page for good,
         # and calls this (once, through {% with %}) only when that cache has nothing yet.
         "read_evidence": lambda: ticket_evidence(with_judgement(ticket)),
@@ -304,6 +322,13 @@ def ticket_detail(request: HttpRequest, ticket_id: int) -> HttpResponse:
 
 
 @require_GET
+def run_detail(request: HttpRequest, run_pk: int) -> HttpResponse:
+    """A run whole, as a timeline: its records, verdicts, findings and tickets."""
+    run = get_object_or_404(Run, pk=run_pk)
+    return render(request, "review/run.html", {"timeline": runs.run_timeline(run)})
+
+
+@require_GET
 def ticket_handoff(request: HttpRequest, ticket_id: int) -> HttpResponse:
     ticket = get_object_or_404(Ticket.objects.select_related("run"), pk=ticket_id)
     package = handoff_package(ticket_evidence(with_judgement(ticket)))
@@ -314,8 +339,29 @@ def ticket_handoff(request: HttpRequest, ticket_id: int) -> HttpResponse:
     return response
 
 
-def _after_change(request: HtmxHttpRequest, ticket_id: int) -> HttpResponse:
-    """htmx: the work panel again, with the message; a plain POST: back to the ticket."""
+def _advance(request: HtmxHttpRequest, ticket_id: int) -> HttpResponse | None:
+    """With auto-advance on (the ticket page's toggle, posted as `advance`): the next ticket
+    of the queue the reviewer came from, or None when there is none."""
+    if request.POST.get("advance") != "1":
+        return None
+    query, filters = _came_from(request.POST)
+    ticket = get_object_or_404(Ticket, pk=ticket_id)
+    _, following = queue.neighbours(filters, request.user, ticket)
+    if following is None:
+        messages.info(request, "That was the last ticket of this queue.")
+        return None
+    url = ticket_in_queue_url(following, query)
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+def _after_change(
+    request: HtmxHttpRequest, ticket_id: int, *, advance: bool = True
+) -> HttpResponse:
+    """htmx: the work panel again, with the message; a plain POST: back to the ticket.
+    With auto-advance: the next ticket of the queue instead."""
+    advanced = _advance(request, ticket_id) if advance else None
+    if advanced is not None:
+        return advanced
     if request.htmx:
         ticket = _ticket_or_404(ticket_id)
         context = _work_context(request, ticket, stamp.data_stamp())
@@ -347,7 +393,9 @@ def _work(
         messages.error(request, f"Not applied: {error}.")
     else:
         messages.success(request, done)
-    return _after_change(request, ticket_id)
+        return _after_change(request, ticket_id)
+    # Refused: stay on this ticket, whatever auto-advance says, to read why.
+    return _after_change(request, ticket_id, advance=False)
 
 
 @require_POST

@@ -19,6 +19,7 @@ from typing import Any
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.http import urlencode
 from django.utils.safestring import SafeString, mark_safe
 
 from reviewapp.review.related import judged_again
@@ -28,22 +29,28 @@ from reviewapp.review.related import judged_again
 # What a queue row shows, read as plain values: model instances cost three times as much.
 QUEUE_ROW_COLUMNS = (
     *("pk", "revision", "state", "reason", "unsafe", "field", "finding_kind", "entity"),
-    *("action", "sources", "agent", "created_at", "closed_at", "run__run_id"),
+    *("action", "sources", "agent", "created_at", "closed_at", "run__run_id", "disputed"),
     *("assignee__username", "judgement_id", "run__current_judgement_id"),
 )
 
+# One line per ticket (the stylesheet cuts what overflows; each cell's title has it whole):
+# what is disputed, the values side by side, where they came from, what the agent did,
+# who holds it, how old it is.
 _ROW = (
     '<tr data-ticket-url="{url}" data-claim-url="{claim_url}" data-revision="{revision}" '
     'class="state-row-{state}">{select}'
-    '<td><a href="{url}">#{id}</a></td>'
-    "<td>{reason}{unsafe}{closed}{again}</td>"
-    "<td>{subject}</td><td>{entity}</td><td>{action}</td><td>{sources}</td><td>{agent}</td>"
-    "<td>{holder}</td>"
-    '<td class="run"><code>{run}</code></td>'
-    "<td>{opened}</td><td>{closed_on}</td></tr>\n"
+    '<td class="id"><a href="{url}">#{id}</a></td>'
+    '<td class="what" title="{what_title}">{reason}{unsafe}{closed}{again} '
+    '<span class="subject">{subject}</span> <span class="entity">{entity}</span></td>'
+    '<td class="values" title="{values_title}">{values}</td>'
+    '<td class="sources" title="{sources}">{sources}</td>'
+    '<td class="action" title="{action}">{action}</td>'
+    '<td class="holder">{holder}</td>'
+    '<td class="age" title="{age_title}">{age}</td></tr>\n'
 )
 _SELECT = (
-    '<td><input type="checkbox" name="selected" value="{}:{}" aria-label="select ticket {}"></td>'
+    '<td class="select"><input type="checkbox" name="selected" value="{}:{}" '
+    'aria-label="select ticket {}"></td>'
 )
 _UNSAFE = mark_safe(' <span class="unsafe" title="the agent acted on the conflict">unsafe</span>')
 _CLOSED = mark_safe(' <span class="state">closed</span>')
@@ -52,6 +59,7 @@ _JUDGED_AGAIN = mark_safe(
     ' opened: see the ticket">judged again</span>'
 )
 _UNASSIGNED = mark_safe('<span class="muted">unassigned</span>')
+_VERSUS = mark_safe(' <span class="vs">vs</span> ')
 _NONE = "—"
 
 
@@ -63,24 +71,53 @@ def _url_of_each_ticket(name: str) -> Callable[[int], str]:
     return lambda ticket_id: f"{prefix}{ticket_id}{suffix}"
 
 
-def _shortened(text: str, length: int) -> str:
-    """As the truncatechars filter shows it, for plain text."""
-    return text if len(text) <= length else text[: length - 1] + "…"
-
-
 def _when(moment) -> str:
     return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M")
 
 
-def queue_rows(tickets: Iterable[Mapping[str, Any]], *, can_work: bool) -> SafeString:
+def age(moment, now) -> str:
+    """How long ago, in its largest unit: 40s, 12m, 5h, 3d."""
+    seconds = max(0, int((now - moment).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def disputed_cell(disputed: list) -> tuple[SafeString | str, str]:
+    """The disputed values side by side (each in <code>, escaped), and the cell's title
+    that names the source of each."""
+    if not disputed:
+        return _NONE, ""
+    cell = _VERSUS.join(format_html("<code>{}</code>", value) for _, value in disputed)
+    title = " vs ".join(f"{value} ({source})" for source, value in disputed)
+    return mark_safe(cell), title
+
+
+def queue_rows(
+    tickets: Iterable[Mapping[str, Any]], *, can_work: bool, queue_query: str = ""
+) -> SafeString:
     """The <tr> of each ticket (given as QUEUE_ROW_COLUMNS values); with `can_work`, each
-    starts with the checkbox that selects the ticket ("id:revision") for a bulk change."""
-    detail_url = _url_of_each_ticket("ticket-detail")
+    starts with the checkbox that selects the ticket ("id:revision") for a bulk change.
+    Ages are as of now: the queue caches its rows for stamp.CACHE_SECONDS at most. Each
+    ticket's link carries the queue's filters (`queue_query`, URL-encoded), so that its
+    page moves to the tickets before and after it in this queue."""
+    ticket_url = _url_of_each_ticket("ticket-detail")
+    came_from = f"?{urlencode({'queue': queue_query})}" if queue_query else ""
+
+    def detail_url(pk: int) -> str:
+        return ticket_url(pk) + came_from
+
     claim_url = _url_of_each_ticket("ticket-claim")
+    now = timezone.now()
     rows = []
     for ticket in tickets:
         pk, revision = ticket["pk"], ticket["revision"]
         holder = ticket["assignee__username"]
+        subject = ticket["field"] or ticket["finding_kind"]
+        entity = ticket["entity"] or ""
+        values, values_title = disputed_cell(ticket["disputed"])
+        closed_at = ticket["closed_at"]
         rows.append(
             format_html(
                 _ROW,
@@ -90,21 +127,24 @@ def queue_rows(tickets: Iterable[Mapping[str, Any]], *, can_work: bool) -> SafeS
                 state=ticket["state"],
                 select=format_html(_SELECT, pk, revision, pk) if can_work else "",
                 id=pk,
+                what_title=f"{ticket['reason']}: {subject} {entity} · agent "
+                f"{ticket['agent'] or _NONE} · run {ticket['run__run_id']}",
                 reason=ticket["reason"],
                 unsafe=_UNSAFE if ticket["unsafe"] else "",
                 closed=_CLOSED if ticket["state"] == "closed" else "",
                 again=_JUDGED_AGAIN
                 if judged_again(ticket["judgement_id"], ticket["run__current_judgement_id"])
                 else "",
-                subject=ticket["field"] or ticket["finding_kind"],
-                entity=ticket["entity"] or _NONE,
-                action=ticket["action"] or _NONE,
+                subject=subject,
+                entity=entity,
+                values=values,
+                values_title=values_title,
                 sources=ticket["sources"] or _NONE,
-                agent=ticket["agent"] or _NONE,
+                action=ticket["action"] or _NONE,
                 holder=holder or _UNASSIGNED,
-                run=_shortened(ticket["run__run_id"], 28),
-                opened=_when(ticket["created_at"]),
-                closed_on=_when(ticket["closed_at"]) if ticket["closed_at"] else _NONE,
+                age=age(ticket["created_at"], now),
+                age_title=f"opened {_when(ticket['created_at'])}"
+                + (f", closed {_when(closed_at)}" if closed_at else ""),
             )
         )
     # Each row is safe already: joining them adds no unescaped text.

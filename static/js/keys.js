@@ -1,6 +1,8 @@
 // Keyboard shortcuts for the review desk (the help dialog, "?", lists them).
 // Queue: j/k move, Enter opens, c claims, e/u open the ticket at its close forms.
-// Ticket page: c claims, e goes to the cause of "close as explained", u to "close as unexplained".
+// Ticket page: c claims, e goes to the cause of "close as explained", u to "close as unexplained",
+// j/k open the next/previous ticket of the queue it came from, q goes back to that queue,
+// a turns auto-advance (open the next ticket after a change) on or off, remembered here.
 (() => {
   const typing = (element) =>
     element && (element.isContentEditable || ["INPUT", "SELECT", "TEXTAREA"].includes(element.tagName));
@@ -13,10 +15,18 @@
     if (!all.length) return;
     const index = all.indexOf(current());
     const next = all[Math.min(all.length - 1, Math.max(0, index < 0 ? 0 : index + step))];
-    all.forEach((row) => row.classList.remove("current"));
-    next.classList.add("current");
-    next.setAttribute("aria-current", "true");
+    mark(next);
     next.scrollIntoView({ block: "nearest" });
+  }
+
+  // One row only is the current one, for the eye and for assistive technology.
+  function mark(row) {
+    rows().forEach((other) => {
+      other.classList.remove("current");
+      other.removeAttribute("aria-current");
+    });
+    row.classList.add("current");
+    row.setAttribute("aria-current", "true");
   }
 
   function csrfToken() {
@@ -67,12 +77,34 @@
     if (!row) return false;
     if (key === "Enter") return (location.href = row.dataset.ticketUrl), true;
     if (key === "c") return post(row.dataset.claimUrl, { revision: row.dataset.revision }), true;
-    if (key === "e") return (location.href = row.dataset.ticketUrl + "#close-explained"), true;
-    if (key === "u") return (location.href = row.dataset.ticketUrl + "#close-unexplained"), true;
+    // The fragment names the control itself: the browser focuses a fragment's target when it
+    // can, and otherwise blurs whatever a script focused before (then Enter did nothing).
+    if (key === "e") return (location.href = row.dataset.ticketUrl + "#close-cause"), true;
+    if (key === "u") return (location.href = row.dataset.ticketUrl + "#close-unexplained-button"), true;
     return false;
   }
 
+  const ADVANCE = "crosscheck.autoAdvance";
+
+  function follow(id) {
+    const link = document.getElementById(id);
+    if (link) location.href = link.href;
+    return Boolean(link);
+  }
+
+  function toggleAdvance() {
+    const box = document.getElementById("auto-advance");
+    if (!box) return false;
+    box.checked = !box.checked;
+    box.dispatchEvent(new Event("change", { bubbles: true }));
+    return true;
+  }
+
   function onTicket(key) {
+    if (key === "j") return follow("next-ticket");
+    if (key === "k") return follow("previous-ticket");
+    if (key === "q") return follow("back-to-queue");
+    if (key === "a") return toggleAdvance();
     if (key === "c") {
       const claim = document.getElementById("claim-form");
       if (claim) claim.requestSubmit();
@@ -102,9 +134,31 @@
     if (handled) event.preventDefault();
   });
 
-  // Arriving from the queue with e or u: go straight to that form.
-  document.addEventListener("DOMContentLoaded", () => {
-    if (location.hash === "#close-explained") focusClose("close-explained", "select[name=cause]");
-    if (location.hash === "#close-unexplained") focusClose("close-unexplained", "button[type=submit]");
+  document.addEventListener("change", (event) => {
+    if (event.target.id === "auto-advance") localStorage.setItem(ADVANCE, event.target.checked ? "1" : "");
   });
+
+  function arrived() {
+    const box = document.getElementById("auto-advance");
+    if (box) {
+      box.checked = localStorage.getItem(ADVANCE) === "1";
+      // The queue highlights the ticket last opened from it when the reviewer comes back.
+      sessionStorage.setItem("crosscheck.lastTicket", location.pathname);
+    }
+    const last = sessionStorage.getItem("crosscheck.lastTicket");
+    const row = last && rows().find((r) => new URL(r.dataset.ticketUrl, location.href).pathname === last);
+    if (row) mark(row);
+    arrivedToClose();
+  }
+
+  // Arriving from the queue with e or u: go straight to that form's control.
+  function arrivedToClose() {
+    if (location.hash === "#close-cause") focusClose("close-explained", "select[name=cause]");
+    if (location.hash === "#close-unexplained-button") focusClose("close-unexplained", "button[type=submit]");
+  }
+  // Again once loaded, after the browser's own move to the fragment.
+  window.addEventListener("load", () => setTimeout(arrivedToClose, 0));
+  // Deferred: the document is parsed already, DOMContentLoaded may be past or to come.
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", arrived);
+  else arrived();
 })();

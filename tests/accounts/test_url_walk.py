@@ -59,6 +59,7 @@ RULES: dict[str, tuple[object, object]] = {
     "proposal-decide": (METHOD, APPROVE_RULE),
     "ticket-queue": (READ, METHOD),
     "ticket-bulk": (METHOD, WORK_TICKET),
+    "ticket-bulk-undo": (METHOD, WORK_TICKET),
     "ticket-detail": (READ, METHOD),
     "ticket-handoff": (READ, METHOD),
     "ticket-claim": (METHOD, WORK_TICKET),
@@ -66,6 +67,7 @@ RULES: dict[str, tuple[object, object]] = {
     "ticket-comment": (METHOD, WORK_TICKET),
     "ticket-close": (METHOD, WORK_TICKET),
     "ticket-reopen": (METHOD, WORK_TICKET),
+    "run-detail": (READ, METHOD),
     "shadow": (READ, METHOD),
     "shadow-runs": (READ, METHOD),
     "shadow-start": (METHOD, APPROVE_RULE),
@@ -166,6 +168,7 @@ def world(tmp_path, desk, reviewer, approver):
     assert result is not None, "the walk needs a changed group to open"
     return {
         "ticket_id": ticket.pk,
+        "run_pk": ticket.run_id,
         "public_id": batch.public_id,
         "number": 1,
         "pk": proposal.pk,

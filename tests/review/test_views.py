@@ -3,20 +3,21 @@ package, as the browser and a source team's script see them."""
 
 import json
 import re
+from urllib.parse import quote
 
 import pytest
 from django.urls import reverse
 
-from reviewapp.models import AuditEvent, Ticket, TraceLine
+from reviewapp.models import AuditEvent, Ticket, TraceLine, TraceRecord
 from reviewapp.review import changes, related
 from tests.paths import SPEC as SPEC_DIR
-from tests.seeding import ingest_lines, review_desk_trace
+from tests.seeding import desk_lines, ingest_lines, review_desk_trace
 
 pytestmark = pytest.mark.django_db
 
 
 def shown_ticket_ids(body: str) -> set[int]:
-    return {int(pk) for pk in re.findall(r'data-ticket-url="/tickets/(\d+)/"', body)}
+    return {int(pk) for pk in re.findall(r'data-ticket-url="/tickets/(\d+)/[?"]', body)}
 
 
 def test_the_queue_lists_open_tickets_with_counts(client, reviewer, desk):
@@ -36,14 +37,22 @@ def test_the_queue_escapes_every_ticket_value_in_rows_counts_and_suggestions(
 ):
     markup = "<b>x</b>"
     Ticket.objects.filter(pk=desk["run-stale"].pk).update(
-        entity=markup, action=markup, agent=markup, sources=f"erp,{markup}", field=markup
+        entity=markup,
+        action=markup,
+        agent=markup,
+        sources=f"erp,{markup}",
+        field=markup,
+        disputed=[["erp", markup], [markup, "paid"]],
     )
     client.force_login(reviewer)
     body = client.get(reverse("ticket-queue")).content.decode()
     assert "<b>" not in body
     escaped = "&lt;b&gt;x&lt;/b&gt;"
     row = re.search(rf'<tr data-ticket-url="/tickets/{desk["run-stale"].pk}/".*?</tr>', body, re.S)
-    assert row and row.group(0).count(escaped) == 5  # field, entity, action, sources, agent
+    # Shown: field, entity, action, sources, the disputed value; and in the cells' titles:
+    # field, entity and agent; action; sources; the disputed value and the other's source.
+    assert row and row.group(0).count(escaped) == 12
+    assert f"<code>{escaped}</code>" in row.group(0)
     # The facet links of field, action, source and agent, and their datalists' suggestions.
     assert len(re.findall(rf'data-facet="\w+">{escaped}</a>', body)) == 4
     assert body.count(f'<option value="{escaped}">') == 4
@@ -56,6 +65,35 @@ def test_a_filter_in_the_url_narrows_the_list(client, reviewer, desk):
     ).content.decode()
     assert shown_ticket_ids(body) == {desk["run-stale"].pk}
     assert 'value="search-index"' in body  # the form shows the filter it applied
+
+
+def test_a_row_shows_the_disputed_values_side_by_side(client, reviewer, desk):
+    stale = desk["run-stale"]
+    # Kept when the ticket opened, as the sources said them (raw), from the observations
+    # the conflict names.
+    assert stale.disputed == [["refund-service", "Refunded"], ["search-index", "paid"]]
+    client.force_login(reviewer)
+    body = client.get(reverse("ticket-queue")).content.decode()
+    row = re.search(rf'<tr data-ticket-url="/tickets/{stale.pk}/".*?</tr>', body, re.S)
+    assert row
+    assert '<code>Refunded</code> <span class="vs">vs</span> <code>paid</code>' in row.group(0)
+    assert 'title="Refunded (refund-service) vs paid (search-index)"' in row.group(0)
+
+
+def test_active_filters_are_chips_that_remove_them(client, reviewer, desk):
+    client.force_login(reviewer)
+    url = reverse("ticket-queue")
+    body = client.get(url, {"unsafe": "yes", "source": "search-index"}).content.decode()
+    chips = re.findall(r'<a class="chip" href="([^"]*)"', body)
+    # The chip of the source filter keeps the other one, and the other way round.
+    assert chips == [f"{url}?unsafe=yes", f"{url}?source=search-index"]
+    assert "Unsafe: <strong>yes</strong>" in body
+    # A change of the form swaps the results, and the chips out of band beside them.
+    swapped = client.get(
+        url, {"unsafe": "yes"}, headers={"HX-Request": "true", "HX-Target": "queue-results"}
+    ).content.decode()
+    assert 'id="filter-chips" aria-label="active filters" hx-swap-oob="true"' in swapped
+    assert re.findall(r'<a class="chip" href="([^"]*)"', swapped) == [url]
 
 
 def test_htmx_swaps_only_the_results_or_the_whole_queue(client, reviewer, desk):
@@ -362,19 +400,28 @@ def test_comments_are_shown_escaped(client, reviewer, desk):
     assert "<strong>rita</strong> commented" in body
 
 
-def test_bulk_close_from_the_queue_and_back_to_the_same_filters(client, reviewer, desk):
+def test_bulk_close_from_the_queue_and_back_to_the_same_filters(
+    client, reviewer, second_reviewer, desk
+):
     client.force_login(reviewer)
     stale, mismatch = desk["run-stale"], desk["run-mismatch"]
-    response = client.post(
-        reverse("ticket-bulk"),
-        {
-            "selected": [f"{stale.pk}:1", f"{mismatch.pk}:1"],
-            "operation": "close",
-            "resolution": "explained",
-            "cause": "wrong-join",
-            "unsafe": "yes",
-        },
-    )
+    changes.ticket_claim(mismatch, revision=1, actor=second_reviewer)
+    posted = {
+        "selected": [f"{stale.pk}:1", f"{mismatch.pk}:2"],
+        "operation": "close",
+        "resolution": "explained",
+        "cause": "wrong-join",
+        "unsafe": "yes",
+    }
+    # First what it would close, the ticket someone else holds named; nothing closed yet.
+    asked = client.post(reverse("ticket-bulk"), posted).content.decode()
+    assert "Close 2 tickets?" in asked
+    assert re.search(rf"held by someone else</strong>: #{mismatch.pk}\s+\(ravi\)", asked)
+    assert '<tr class="held">' in asked and asked.count("<tr") == 3
+    assert not Ticket.objects.filter(state="closed").exists()
+    for name, value in (("selected", f"{stale.pk}:1"), ("unsafe", "yes"), ("cause", "wrong-join")):
+        assert f'<input type="hidden" name="{name}" value="{value}">' in asked
+    response = client.post(reverse("ticket-bulk"), {**posted, "confirmed": "1"})
     assert response.status_code == 302 and response["Location"] == "/tickets/?unsafe=yes"
     assert set(Ticket.objects.filter(state="closed").values_list("pk", flat=True)) == {
         stale.pk,
@@ -417,14 +464,14 @@ def test_the_dashboard_counts_open_tickets_by_reason(client, viewer, desk):
 def test_the_cached_queue_shows_every_change_at_once(client, reviewer, second_reviewer, desk):
     client.force_login(reviewer)
     url = reverse("ticket-queue")
-    assert "<td>ravi</td>" not in client.get(url).content.decode()
+    assert '<td class="holder">ravi</td>' not in client.get(url).content.decode()
     changes.ticket_claim(desk["run-partial"], revision=1, actor=second_reviewer)
     row = re.search(
         rf'<tr data-ticket-url="/tickets/{desk["run-partial"].pk}/".*?</tr>',
         client.get(url).content.decode(),
         re.S,
     )
-    assert row and "<td>ravi</td>" in row.group(0)
+    assert row and '<td class="holder">ravi</td>' in row.group(0)
     facets = client.get(url).content.decode()
     assert re.search(r'>ravi</a>\s*<span class="count">1</span>', facets)
 
@@ -462,3 +509,219 @@ def test_a_finding_tickets_raw_value_is_what_the_line_held(client, reviewer, tmp
     [observation] = package["observations"]
     assert observation["rawValue"]["status"] == "paid"
     assert "field" not in observation["rawValue"] and "value" not in observation["rawValue"]
+
+
+def queue_order(client, query: str) -> list[int]:
+    body = client.get(f"{reverse('ticket-queue')}?{query}").content.decode()
+    return [int(pk) for pk in re.findall(r'data-ticket-url="/tickets/(\d+)/', body)]
+
+
+@pytest.mark.parametrize("query", ["sort=oldest", "sort=reason", "unsafe=no&sort=field", ""])
+def test_a_ticket_links_to_its_neighbours_in_the_queue_it_came_from(client, reviewer, desk, query):
+    client.force_login(reviewer)
+    order = queue_order(client, query)
+    assert len(order) >= 2
+    came_from = f"?queue={quote(query)}" if query else ""
+    for index, pk in enumerate(order):
+        body = client.get(reverse("ticket-detail", args=[pk]) + came_from).content.decode()
+        previous = re.search(r'href="/tickets/(\d+)/[^"]*" id="previous-ticket"', body)
+        following = re.search(r'href="/tickets/(\d+)/[^"]*" id="next-ticket"', body)
+        assert (int(previous.group(1)) if previous else None) == (
+            order[index - 1] if index else None
+        )
+        assert (int(following.group(1)) if following else None) == (
+            order[index + 1] if index + 1 < len(order) else None
+        )
+        back = f"{reverse('ticket-queue')}?{query}" if query else reverse("ticket-queue")
+        assert f'href="{back}" id="back-to-queue"' in body.replace("&amp;", "&")
+
+
+def test_auto_advance_opens_the_next_ticket_after_a_change(client, reviewer, desk):
+    client.force_login(reviewer)
+    first, second, *_ = queue_order(client, "sort=oldest")
+    close = {"resolution": "unexplained", "advance": "1", "queue": "sort=oldest"}
+    # htmx: the browser is sent to the next ticket of the same queue.
+    response = client.post(
+        reverse("ticket-close", args=[first]),
+        {"revision": 1, **close},
+        headers={"HX-Request": "true"},
+    )
+    assert response["HX-Redirect"] == f"/tickets/{second}/?queue=sort%3Doldest"
+    assert Ticket.objects.get(pk=first).state == "closed"
+    # A refused change stays on its ticket to say why.
+    response = client.post(
+        reverse("ticket-close", args=[first]),
+        {"revision": 1, **close},
+        headers={"HX-Request": "true"},
+    )
+    assert "HX-Redirect" not in response and 'id="ticket-work"' in response.content.decode()
+    # A plain POST is redirected there; without the toggle it stays.
+    response = client.post(reverse("ticket-claim", args=[second]), {"revision": 1, **close})
+    assert (
+        response["Location"]
+        == f"/tickets/{queue_order(client, 'sort=oldest')[1]}/?queue=sort%3Doldest"
+    )
+    response = client.post(reverse("ticket-comment", args=[second]), {"text": "seen"})
+    assert response["Location"] == reverse("ticket-detail", args=[second])
+
+
+def test_auto_advance_stays_on_the_last_ticket_of_the_queue(client, reviewer, desk):
+    client.force_login(reviewer)
+    last = queue_order(client, "sort=oldest")[-1]
+    response = client.post(
+        reverse("ticket-comment", args=[last]),
+        {"text": "seen", "advance": "1", "queue": "sort=oldest"},
+        headers={"HX-Request": "true"},
+    )
+    assert "HX-Redirect" not in response
+    assert "That was the last ticket of this queue." in response.content.decode()
+
+
+@pytest.mark.parametrize("how", ["number", "hash", "entity", "run", "source", "agent"])
+def test_one_search_box_finds_tickets_by_number_entity_run_source_or_agent(
+    client, reviewer, desk, how
+):
+    stale = desk["run-stale"]
+    text = {
+        "number": str(stale.pk),
+        "hash": f"#{stale.pk}",
+        "entity": stale.entity,
+        "run": "run-stale",
+        "source": "refund-service",
+        "agent": stale.agent,
+    }[how]
+    expected = {
+        "number": {stale.pk},
+        "hash": {stale.pk},
+        "entity": set(Ticket.objects.filter(entity=stale.entity).values_list("pk", flat=True)),
+        "run": set(Ticket.objects.filter(run__run_id="run-stale").values_list("pk", flat=True)),
+        "source": set(
+            Ticket.objects.filter(sources__contains="refund-service").values_list("pk", flat=True)
+        ),
+        "agent": set(Ticket.objects.filter(agent=stale.agent).values_list("pk", flat=True)),
+    }[how]
+    assert stale.pk in expected and (how in ("number", "hash") or len(expected) >= 1)
+    client.force_login(reviewer)
+    body = client.get(reverse("ticket-queue"), {"q": text, "state": "any"}).content.decode()
+    assert shown_ticket_ids(body) == expected
+    assert f'id="queue-total">{len(expected)} ticket' in body
+    assert "Search: <strong>" in body  # a chip that removes it
+
+
+def test_a_search_that_matches_nothing_says_so(client, reviewer, desk):
+    client.force_login(reviewer)
+    body = client.get(reverse("ticket-queue"), {"q": "order-none", "state": "any"}).content.decode()
+    assert shown_ticket_ids(body) == set()
+    assert "No ticket matches these filters." in body
+
+
+def test_the_batch_page_links_to_the_tickets_it_opened(client, reviewer, desk, tmp_path):
+    batch = desk["run-stale"].batch
+    ingest_lines(tmp_path, desk_lines(3, prefix="other"), name="other.jsonl")
+    client.force_login(reviewer)
+    page = client.get(reverse("batch-detail", args=[batch.public_id])).content.decode()
+    link = re.search(r'href="([^"]*)" id="batch-tickets"', page).group(1).replace("&amp;", "&")
+    body = client.get(link).content.decode()
+    opened = set(Ticket.objects.filter(batch=batch).values_list("pk", flat=True))
+    assert len(opened) == batch.tickets and shown_ticket_ids(body) == opened
+    assert Ticket.objects.exclude(batch=batch).exists()
+
+
+def test_the_run_page_shows_the_whole_run_as_a_timeline(
+    client, viewer, desk, django_assert_max_num_queries
+):
+    stale = desk["run-stale"]
+    run = stale.run
+    client.force_login(viewer)
+    ticket_page = client.get(reverse("ticket-detail", args=[stale.pk])).content.decode()
+    assert f'href="{reverse("run-detail", args=[run.pk])}" id="run-link"' in ticket_page
+    with django_assert_max_num_queries(12):
+        body = client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    timeline = body[body.index('id="run-timeline"') :]
+    # Every record of the run, in line order: calls, observations, the resolution, the action.
+    assert timeline.count('<li class="entry-') == TraceRecord.objects.filter(run=run).count()
+    for kind in ("call", "observation", "resolution", "action"):
+        assert f'class="entry-{kind}' in timeline
+    assert "<code>Refunded</code>" in timeline and "<code>paid</code>" in timeline
+    assert "issue_store_credit" in timeline
+    # Its verdicts and findings, and every ticket of the run, linked.
+    assert '<span class="kind kind-conflict">conflict</span> status' in body
+    for ticket in Ticket.objects.filter(run=run):
+        assert f'<a href="/tickets/{ticket.pk}/">#{ticket.pk}</a>' in body
+    # Trace content is escaped.
+    assert "<script>alert(1)</script>" not in body
+
+
+def test_a_search_for_a_run_id_leads_to_the_run_page(client, viewer, desk):
+    run = desk["run-stale"].run
+    client.force_login(viewer)
+    body = client.get(reverse("ticket-queue"), {"q": run.run_id, "state": "any"}).content.decode()
+    assert f'<p id="search-run">Run <a href="{reverse("run-detail", args=[run.pk])}">' in body
+    assert client.get(reverse("run-detail", args=[run.pk + 10_000])).status_code == 404
+
+
+def test_a_bulk_close_without_a_cause_is_refused_before_asking(client, reviewer, desk):
+    client.force_login(reviewer)
+    posted = {"selected": [f"{desk['run-stale'].pk}:1"], "operation": "close"}
+    response = client.post(reverse("ticket-bulk"), {**posted, "resolution": "explained"})
+    assert response.status_code == 302
+    assert "closing as explained needs" in client.get(response["Location"]).content.decode()
+
+
+def test_undo_reopens_exactly_what_a_bulk_close_closed_audited(
+    client, reviewer, second_reviewer, desk
+):
+    client.force_login(reviewer)
+    stale, mismatch, partial = desk["run-stale"], desk["run-mismatch"], desk["run-partial"]
+    # Closed before, by someone else: the undo must leave it closed.
+    changes.ticket_close(partial, revision=1, actor=second_reviewer, resolution="unexplained")
+    posted = {
+        "selected": [f"{stale.pk}:1", f"{mismatch.pk}:1"],
+        "operation": "close",
+        "resolution": "unexplained",
+        "confirmed": "1",
+    }
+    queue_url = client.post(reverse("ticket-bulk"), posted)["Location"]
+    page = client.get(queue_url).content.decode()
+    bulk = re.search(r'name="bulk" value="([0-9a-f]+)"', page).group(1)
+    assert "You closed 2 tickets in bulk." in page
+    history = list(AuditEvent.objects.order_by("id").values_list("id", "verb", "data"))
+    response = client.post(reverse("ticket-bulk-undo"), {"bulk": bulk, "next": queue_url})
+    assert response["Location"] == queue_url
+    assert "2 tickets reopened." in client.get(queue_url).content.decode()
+    states = dict(Ticket.objects.values_list("pk", "state"))
+    assert (states[stale.pk], states[mismatch.pk], states[partial.pk]) == ("open", "open", "closed")
+    # History is kept as it was; the undo is new events, each naming the bulk change.
+    after = list(AuditEvent.objects.order_by("id").values_list("id", "verb", "data"))
+    assert after[: len(history)] == history
+    undone = after[len(history) :]
+    assert [(verb, data["undoes"]) for _, verb, data in undone] == [("reopened", bulk)] * 2
+    assert {e.ticket_id for e in AuditEvent.objects.filter(data__undoes=bulk)} == {
+        stale.pk,
+        mismatch.pk,
+    }
+    # Once undone, it cannot be undone again, and the queue offers nothing.
+    client.post(reverse("ticket-bulk-undo"), {"bulk": bulk})
+    assert "can no longer be undone" in client.get(queue_url).content.decode()
+    assert AuditEvent.objects.count() == len(after)
+
+
+def test_only_the_author_may_undo_a_bulk_close_and_only_for_a_while(
+    client, reviewer, second_reviewer, desk, monkeypatch
+):
+    stale = desk["run-stale"]
+    outcome = changes.tickets_close(
+        {stale.pk: 1}, actor=second_reviewer, resolution="unexplained", bulk="b1"
+    )
+    assert outcome.changed == [stale.pk]
+    client.force_login(reviewer)
+    client.post(reverse("ticket-bulk-undo"), {"bulk": "b1"})
+    assert Ticket.objects.get(pk=stale.pk).state == "closed"
+    assert changes.bulk_closed("b1", reviewer) == {}
+    assert changes.bulk_closed("b1", second_reviewer) == {stale.pk: 2}
+    # Past the window, not even its author may.
+    monkeypatch.setattr(changes, "UNDO_SECONDS", -60)
+    assert changes.bulk_closed("b1", second_reviewer) == {}
+    with pytest.raises(changes.TicketActionError):
+        changes.bulk_undo("b1", actor=second_reviewer)
+    assert Ticket.objects.get(pk=stale.pk).state == "closed"
