@@ -14,7 +14,7 @@ from typing import Any
 from django.db.models import Count, Max, Q, QuerySet, Subquery
 from django.utils import timezone
 
-from reviewapp.models import TallyEntry, Ticket
+from reviewapp.models import ProspectiveSettlement, TallyEntry, Ticket
 from reviewapp.review.stamp import cached, data_stamp
 
 ASSIGNEE_ME, ASSIGNEE_NONE = "me", "unassigned"
@@ -80,6 +80,8 @@ class QueueFilters:
     q: str = ""
     # The public id of the ingest batch that opened the tickets.
     batch: str = ""
+    # A published version's number: the tickets labelled "would be resolved" under it.
+    settled_under: str = ""
     sort: str = "newest"
     group: str = ""  # "family": families with their sizes instead of tickets
 
@@ -131,6 +133,9 @@ def queue_filters(params: Mapping[str, str]) -> QueueFilters:
                 values["batch"] = str(uuid.UUID(raw))
             except ValueError:
                 continue
+        elif item.name == "settled_under":
+            if raw.isascii() and raw.isdigit() and len(raw) < 10:
+                values["settled_under"] = str(int(raw))
         else:
             values[item.name] = raw[:200]
     return QueueFilters(**values)
@@ -160,7 +165,7 @@ def _a_month(text: str) -> bool:
 
 # Filters that are no dimension of the counts PostgreSQL keeps (review.counts): with any
 # of them, the tickets selected are counted.
-UNCOUNTED = ("family", *DATES, "outcome", "closed_cause", "month", "q", "batch")
+UNCOUNTED = ("family", *DATES, "outcome", "closed_cause", "month", "q", "batch", "settled_under")
 
 
 def _contains_source(source: str) -> Q:
@@ -217,6 +222,11 @@ def filtered_tickets(filters: QueueFilters, user) -> QuerySet[Ticket]:
         query &= search(filters.q)
     if filters.batch:
         query &= Q(batch__public_id=filters.batch)
+    if filters.settled_under:
+        labelled = ProspectiveSettlement.objects.filter(
+            policy_version__number=int(filters.settled_under)
+        )
+        query &= Q(pk__in=labelled.values("ticket_id"))
     if filters.month:
         counted = TallyEntry.objects.filter(month=date.fromisoformat(f"{filters.month}-01"))
         query &= Q(pk__in=counted.filter(ticket__isnull=False).values("ticket_id"))
@@ -256,7 +266,13 @@ def queue_version(filters: QueueFilters, user) -> str:
     any ticket is opened or changed, so nothing cached under it is ever stale."""
     who = user.pk if filters.assignee == ASSIGNEE_ME else None
     selection = replace(filters, sort="newest", group="").as_params()
-    identity = repr((data_stamp().text, who, sorted(selection.items())))
+    # Labels are added by a worker without any ticket changing: the newest one counts too.
+    labels = (
+        ProspectiveSettlement.objects.aggregate(newest=Max("pk"))["newest"]
+        if filters.settled_under
+        else None
+    )
+    identity = repr((data_stamp().text, who, labels, sorted(selection.items())))
     return hashlib.sha256(identity.encode()).hexdigest()
 
 

@@ -21,7 +21,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from reviewapp.accounts.roles import WORK_TICKET
 from reviewapp.forms import review as review_forms
 from reviewapp.forms.fields import whole_number
-from reviewapp.models import AuditEvent, Run, Ticket, TicketComment
+from reviewapp.models import AuditEvent, PolicyVersion, Run, Ticket, TicketComment
 from reviewapp.review import changes, counts, errors, queue, related, runs, stamp
 from reviewapp.review.evidence import handoff_package, ticket_evidence, with_judgement
 from reviewapp.views import review_bulk, review_rows
@@ -65,6 +65,11 @@ def ticket_queue(request: HtmxHttpRequest) -> HttpResponse:
             Run.objects.filter(run_id=filters.q).values_list("pk", "run_id").first()
         ),
         "sorts": queue.SORT_LABELS,
+        # Read only when the filters are shown (a lazy list, like the rows).
+        "version_numbers": lambda: [
+            str(n)
+            for n in PolicyVersion.objects.order_by("-number").values_list("number", flat=True)
+        ],
         "query": urlencode(filters.as_params()),
         "page": _QueuePage(number, facets.total),
         "families": SimpleLazyObject(lambda: _family_rows(filters, request.user, facets.version)),
@@ -194,6 +199,7 @@ CHIP_TITLES = {
     "month": "Tally month",
     "q": "Search",
     "batch": "Batch",
+    "settled_under": "Would be resolved under version",
 }
 
 

@@ -222,6 +222,15 @@ def test_a_version_says_labelling_until_its_worker_is_done_then_links_what_it_se
     assert "<html" not in part and "every 2s" not in part and "Labelling" not in part
     assert f"{labelled} open ticket" in part and f'href="{settled_url}"' in part
     assert 'id="labelling"' not in client.get(settled_url).content.decode()
+    # The queue filters on it too: exactly the labelled tickets, with a chip to remove it.
+    assert f'href="{reverse("ticket-queue")}?settled_under=1"' in part
+    queue = client.get(reverse("ticket-queue"), {"settled_under": "1"}).content.decode()
+    shown = set(map(int, re.findall(r'data-ticket-url="/tickets/(\d+)/', queue)))
+    labelled_ids = set(version.settlements.values_list("ticket_id", flat=True))
+    assert shown == labelled_ids and len(shown) == labelled
+    assert "Would be resolved under version: <strong>1</strong>" in queue
+    everything = client.get(reverse("ticket-queue")).content.decode()
+    assert len(re.findall(r'data-ticket-url="/tickets/(\d+)/', everything)) > len(shown)
 
 
 @pytest.mark.parametrize("odd", ["²", "٣", "-1", "1.5", "99999999999999999999999"])
