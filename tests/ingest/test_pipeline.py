@@ -548,3 +548,29 @@ def test_where_otel_results_carry_their_source_is_a_setting(settings, tmp_path):
         7,
         {"qty": 3},
     )
+
+
+def test_the_command_reports_its_seconds_by_stage_when_asked(tmp_path, capsys):
+    from django.core.management import call_command
+
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(
+        observation("r1", "o1", "a", "paid") + b"\n" + observation("r1", "o2", "b", "refunded")
+    )
+    call_command("ingest", str(path), json=True, stages=True)
+    shown = json.loads(capsys.readouterr().out)
+    stages = shown.pop("stages")
+    assert shown["lines"] == 2 and shown["tickets"] == 1
+    assert set(stages) == {"decode", "judge", "write", "commit"}
+    # Every stage ran: lines decoded, a run judged, rows written, transactions committed.
+    assert all(seconds > 0 for seconds in stages.values()), stages
+
+
+def test_a_stage_inside_another_counts_once():
+    from reviewapp.ingest.stages import StageClock, counting, stage
+
+    clock = StageClock()
+    with counting(clock), stage("write"), stage("judge"):
+        sum(range(200_000))
+    assert clock.seconds["judge"] > 0
+    assert clock.seconds["write"] < clock.seconds["judge"]
