@@ -574,3 +574,19 @@ def test_a_stage_inside_another_counts_once():
         sum(range(200_000))
     assert clock.seconds["judge"] > 0
     assert clock.seconds["write"] < clock.seconds["judge"]
+
+
+def test_a_native_record_is_stored_from_the_line_as_received_not_reencoded(tmp_path):
+    from django.db import connection
+
+    # 12.50 as a JSON number: decoded, it is the float 12.5; stored from the bytes as
+    # received, PostgreSQL keeps the number as written.
+    ingest(
+        tmp_path, observation("r1", "o1", "a", "paid", amount=1).replace(b"1}", b"12.50}") + b"\n"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT data::text FROM reviewapp_tracerecord")
+        [(text,)] = cursor.fetchall()
+    assert '"amount": 12.50' in text
+    record = TraceRecord.objects.get()
+    assert record.data["amount"] == 12.5 and record.data["observationId"] == "o1"
