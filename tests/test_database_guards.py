@@ -301,6 +301,23 @@ def test_postgresql_refuses_a_line_or_record_pointing_at_no_row(every_table_has_
             accepted=False,
             reason="test",
         )
+    judgement = Judgement.objects.first()
+    assert judgement is not None
+    with pytest.raises(IntegrityError, match="points at no row"), transaction.atomic():
+        Judgement.objects.create(run_id=POINTING_AT_NOTHING, policy_number=0, through_record_id=1)
+    verdict_columns = ("judgement_id", "run_id", "position", "field", "kind", "evidence", "unsafe")
+    for judgement_pk, run_pk in (
+        (POINTING_AT_NOTHING, judgement.run_id),
+        (judgement.pk, POINTING_AT_NOTHING),
+    ):
+        with pytest.raises(IntegrityError, match="points at no row"), transaction.atomic():
+            insert_rows(
+                Verdict, verdict_columns, [(judgement_pk, run_pk, 99, "f", "settled", [], False)]
+            )
+        with pytest.raises(IntegrityError, match="points at no row"), transaction.atomic():
+            Finding.objects.create(
+                judgement_id=judgement_pk, run_id=run_pk, position=99, kind="k", evidence={}
+            )
     # Pointing at rows that are there is fine.
     with transaction.atomic():
         insert_rows(

@@ -7,7 +7,7 @@
 - only_active_current() / only_active_tickets(): only an ACTIVE judgement (not a shadow or
   replay one) can be a run's current judgement or open a ticket;
 - references() / referenced(): the foreign keys of what ingest writes by the hundred
-  thousand (lines, records), checked once per statement over its new rows instead of row
+  thousand (lines, records, judgements, verdicts, findings), checked once per statement over its new rows instead of row
   by row at commit as a deferred foreign key is: a row pointing at no row is refused, and
   so is deleting a row still pointed at.
 
@@ -168,7 +168,7 @@ def _statement_check(*, name: str, operation, bad: str, message: str) -> pgtrigg
 
 FOREIGN_KEY = "USING ERRCODE = 'foreign_key_violation'"
 # Parents named by references() whose rows are never deleted (their own append_only()).
-APPEND_ONLY_TABLES = {"reviewapp_traceline"}
+APPEND_ONLY_TABLES = {"reviewapp_traceline", "reviewapp_judgement"}
 
 
 def references(*links: tuple[str, str]) -> list[pgtrigger.Trigger]:

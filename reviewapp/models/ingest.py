@@ -136,7 +136,10 @@ class Run(models.Model):
 
     class Meta:
         triggers = guards.only_active_current() + guards.referenced(
-            ("reviewapp_tracerecord", "run_id")
+            ("reviewapp_tracerecord", "run_id"),
+            ("reviewapp_judgement", "run_id"),
+            ("reviewapp_verdict", "run_id"),
+            ("reviewapp_finding", "run_id"),
         )
         ordering = ["-started_at", "-id"]
         constraints = [models.UniqueConstraint(fields=["run_id"], name="run_id_unique")]
