@@ -590,3 +590,14 @@ def test_a_native_record_is_stored_from_the_line_as_received_not_reencoded(tmp_p
     assert '"amount": 12.50' in text
     record = TraceRecord.objects.get()
     assert record.data["amount"] == 12.5 and record.data["observationId"] == "o1"
+
+
+def test_reserved_ids_are_new_distinct_and_ascending_and_never_given_again():
+    from reviewapp.infra.bulk import reserve_ids
+
+    first = reserve_ids(IngestBatch, 3000)
+    second = reserve_ids(IngestBatch, 5)
+    assert len(set(first)) == 3000 and first == sorted(first)
+    assert min(second) > max(first)
+    made = IngestBatch.objects.create(channel="cli", file_name="f", content_sha256="x")
+    assert made.pk > max(second)
