@@ -44,6 +44,7 @@ from reviewapp.ingest.lines import (
 from reviewapp.ingest.occurrences import OccurrenceCounter
 from reviewapp.ingest.runs import ensure_runs
 from reviewapp.ingest.stages import StageClock, atomic_write, counting, stage
+from reviewapp.ingest.writer import ChunkWriter
 from reviewapp.judging.policies import active_policy
 from reviewapp.models import IngestBatch, Ticket, TraceLine
 
@@ -223,11 +224,15 @@ def ingest_file(
 
 
 def _store_file(batch: IngestBatch, progress: Progress | None, in_flight: RunsInFlight) -> int:
-    """Store every line of the batch's file in chunks; return how many lines were read."""
-    count = 0
+    """Store every line of the batch's file in chunks; return how many lines were read.
+    Each chunk is decoded here while the chunk before it is written (ingest.writer)."""
     occurrences = OccurrenceCounter()
     meter = InflateMeter.of(batch.stored_path)
-    with open(batch.stored_path, "rb") as stream, closing(occurrences):
+    with (
+        open(batch.stored_path, "rb") as stream,
+        closing(occurrences),
+        ChunkWriter() as writer,
+    ):
         chunk: list[RawLine] = []
         lines = iter_raw_lines(
             stream,
@@ -240,12 +245,24 @@ def _store_file(batch: IngestBatch, progress: Progress | None, in_flight: RunsIn
             if len(chunk) >= CHUNK_LINES:
                 with stage("decode"):
                     prepared = prepare_chunk(batch, chunk, occurrences)
-                count += _store_chunk(batch, prepared, in_flight)
+                done = _position(stream.tell(), meter, batch.size_bytes)
+                writer.submit(_store_and_report, batch, prepared, in_flight, done, progress)
                 chunk = []
-                _report(batch, _position(stream.tell(), meter, batch.size_bytes), progress)
         with stage("decode"):
             prepared = prepare_chunk(batch, chunk, occurrences)
-        count += _store_chunk(batch, prepared, in_flight)
+        writer.submit(_store_chunk, batch, prepared, in_flight)
+        return sum(writer.results())
+
+
+def _store_and_report(
+    batch: IngestBatch,
+    lines: list[Line],
+    in_flight: RunsInFlight,
+    done: int,
+    progress: Progress | None,
+) -> int:
+    count = _store_chunk(batch, lines, in_flight)
+    _report(batch, done, progress)
     return count
 
 

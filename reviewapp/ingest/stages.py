@@ -43,21 +43,32 @@ def counting(clock: StageClock) -> Iterator[StageClock]:
         _current.reset(token)
 
 
+# The time of the stages inside the one open here (in this context: a thread working for
+# the ingest has its own), taken out of it when it ends.
+_inner: ContextVar[list[float] | None] = ContextVar("ingest_stage_inner", default=None)
+
+
 @contextmanager
 def stage(name: str) -> Iterator[None]:
     """Count the time inside as `name` (nothing outside an ingest). A stage inside another
-    is taken out of the outer one: each second counts once."""
+    is taken out of the outer one: each second counts once in each thread. Stages of two
+    threads overlap: their sum can pass the wall time (the writer thread, ingest.writer)."""
     clock = _current.get()
     if clock is None:
         yield
         return
+    outer = _inner.get()
+    inner = [0.0]
+    token = _inner.set(inner)
     started = time.perf_counter()
-    before = sum(clock.seconds.values())
     try:
         yield
     finally:
-        inner = sum(clock.seconds.values()) - before
-        clock.add(name, time.perf_counter() - started - inner)
+        elapsed = time.perf_counter() - started
+        _inner.reset(token)
+        clock.add(name, elapsed - inner[0])
+        if outer is not None:
+            outer[0] += elapsed
 
 
 @contextmanager

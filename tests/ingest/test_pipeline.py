@@ -601,3 +601,41 @@ def test_reserved_ids_are_new_distinct_and_ascending_and_never_given_again():
     assert min(second) > max(first)
     made = IngestBatch.objects.create(channel="cli", file_name="f", content_sha256="x")
     assert made.pk > max(second)
+
+
+def test_the_writer_writes_chunks_in_order_in_its_own_thread_on_the_ingests_connection():
+    import threading
+
+    from django.db import connection
+
+    from reviewapp.ingest.writer import ChunkWriter
+
+    seen = []
+
+    def work(number: int) -> int:
+        # The caller's transaction: the batch it created is visible, uncommitted.
+        batch_seen = IngestBatch.objects.filter(file_name="writer").exists()
+        seen.append((number, threading.get_ident(), id(connection.connection), batch_seen))
+        return number * 10
+
+    IngestBatch.objects.create(channel="cli", file_name="writer", content_sha256="x")
+    connection.ensure_connection()
+    with ChunkWriter() as writer:
+        for number in range(5):
+            writer.submit(work, number)
+        assert writer.results() == [0, 10, 20, 30, 40]
+    assert [number for number, *_ in seen] == [0, 1, 2, 3, 4]
+    assert {ident for _, ident, *_ in seen} != {threading.get_ident()}  # not this thread
+    assert {conn for _, _, conn, _ in seen} == {id(connection.connection)}
+    assert all(batch_seen for *_, batch_seen in seen)
+
+
+def test_an_error_of_the_writer_is_raised_in_the_reading_thread():
+    from reviewapp.ingest.writer import ChunkWriter
+
+    def fails() -> None:
+        raise ValueError("chunk failed")
+
+    with pytest.raises(ValueError, match="chunk failed"), ChunkWriter() as writer:
+        writer.submit(fails)
+        writer.submit(lambda: None)
