@@ -10,6 +10,11 @@ store raw lines, store records, judge, open tickets), then COPYs the same lines 
 plain table of the same database: the raw limit. Prints lines/s for both, the ingest's
 peak memory, and one JSON line with `ratio` (ours / COPY) and `goal` (0.25).
 
+The ingest explains itself: its seconds by stage (decode, judge, write, commit, as
+`manage.py ingest --stages` counts them; `other` is the rest of its wall time: starting
+Django, reading the file, bookkeeping), beside msgspec decoding alone of the same lines
+(the decoding limit: no stage that decodes can be faster).
+
 It also times the engine alone on the same file (decode, check and judge in this process,
 no database): no ingest can run faster than its own oracle, so `engine_ratio` (engine
 alone / COPY) is the ceiling any `ratio` can reach on this machine.
@@ -31,6 +36,8 @@ import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+import msgspec  # noqa: E402
 
 from benchmarks.engine import generate_lines  # noqa: E402
 from reviewapp.engine import decode_line, judge_run, load_policy, parse_record  # noqa: E402
@@ -74,6 +81,17 @@ def engine_alone(trace: Path) -> float:
     return time.perf_counter() - started
 
 
+def decode_alone(trace: Path) -> float:
+    """Seconds for msgspec to decode every line of the file into Python objects, each
+    dropped once decoded (the ingest holds a chunk at a time)."""
+    decode = msgspec.json.decode
+    started = time.perf_counter()
+    with trace.open("rb") as source:
+        for raw in source:
+            decode(raw)
+    return time.perf_counter() - started
+
+
 def admin_url(url: str, database: str) -> str:
     return url.rsplit("/", 1)[0] + "/" + database
 
@@ -114,7 +132,7 @@ def main() -> None:
 
             started = time.perf_counter()
             result = subprocess.run(
-                [sys.executable, "manage.py", "ingest", str(trace), "--json"],
+                [sys.executable, "manage.py", "ingest", str(trace), "--json", "--stages"],
                 cwd=ROOT,
                 env={**env, "CROSSCHECK_VAR_DIR": tmp},
                 check=True,
@@ -124,6 +142,7 @@ def main() -> None:
             ingest_seconds = time.perf_counter() - started
             peak_rss_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
             summary = json.loads(result.stdout.strip().splitlines()[-1])
+            stages = summary.pop("stages")
 
             with psycopg.connect(bench_url) as conn:
                 conn.execute("CREATE TABLE copy_limit (line_number integer, raw text)")
@@ -139,11 +158,14 @@ def main() -> None:
                 conn.commit()
                 copy_seconds = time.perf_counter() - started
             engine_seconds = engine_alone(trace)
+            decode_seconds = min(decode_alone(trace) for _ in range(3))
     finally:
         with psycopg.connect(admin_url(url, "postgres"), autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{bench_db}" WITH (FORCE)')
 
     ours, limit, engine = lines / ingest_seconds, lines / copy_seconds, lines / engine_seconds
+    decoded = lines / decode_seconds
+    stages["other"] = round(ingest_seconds - sum(stages.values()), 3)
     print(f"{lines:,} lines ({size / 2**20:,.0f} MiB): {summary}")
     print(
         f"manage.py ingest: {ours:12,.0f} lines/s  ({ingest_seconds:.1f} s, peak RSS {peak_rss_mib:,.0f} MiB)"
@@ -152,6 +174,14 @@ def main() -> None:
     print(
         f"engine alone:     {engine:12,.0f} lines/s  ({engine_seconds:.1f} s, no database:"
         f" the ceiling is ratio {engine / limit:.3f})"
+    )
+    print(
+        f"msgspec decode:   {decoded:12,.0f} lines/s  ({decode_seconds:.2f} s, the decoding limit)"
+    )
+    print(
+        "ingest by stage:  "
+        + ", ".join(f"{name} {seconds:.2f} s" for name, seconds in stages.items())
+        + f" (decode at {decode_seconds / max(stages['decode'], 1e-9):.2f} of its limit)"
     )
     print(
         json.dumps(
@@ -163,6 +193,8 @@ def main() -> None:
                 "copy_lines_per_s": round(limit),
                 "engine_alone_lines_per_s": round(engine),
                 "engine_ratio": round(engine / limit, 3),
+                "msgspec_decode_lines_per_s": round(decoded),
+                "stage_seconds": stages,
                 "ingest_seconds": round(ingest_seconds, 2),
                 "peak_rss_mib": round(peak_rss_mib),
                 "summary": summary,

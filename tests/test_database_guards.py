@@ -270,3 +270,126 @@ def test_sqlite_makes_only_an_active_judgement_current(sqlite_database):
         db.execute("UPDATE reviewapp_run SET current_judgement_id = 1")
         with pytest.raises(sqlite3.IntegrityError, match="only an active judgement"):
             db.execute("UPDATE reviewapp_run SET current_judgement_id = 2")
+
+
+# The foreign keys of lines and records are checked once per statement (guards.references
+# and guards.referenced), not row by row at commit: each still refuses what one refuses.
+POINTING_AT_NOTHING = 10**12
+
+
+def test_postgresql_refuses_a_line_or_record_pointing_at_no_row(every_table_has_a_row):
+    from reviewapp.infra.bulk import insert_rows
+
+    record = TraceRecord.objects.first()
+    assert record is not None
+    columns = ("run_id", "line_id", "type", "key", "source", "data")
+    for run_pk, line_pk in (
+        (POINTING_AT_NOTHING, record.line_id),
+        (record.run_id, POINTING_AT_NOTHING),
+    ):
+        row = (run_pk, line_pk, "agent_action", "", "", {"runId": "x", "type": "agent_action"})
+        with pytest.raises(IntegrityError, match="points at no row"), transaction.atomic():
+            insert_rows(TraceRecord, columns, [row])  # COPY, as ingest writes them
+        with pytest.raises(IntegrityError, match="points at no row"), transaction.atomic():
+            TraceRecord.objects.create(**dict(zip(columns, row, strict=True)))
+    with pytest.raises(IntegrityError, match="points at no row"), transaction.atomic():
+        TraceLine.objects.create(
+            batch_id=POINTING_AT_NOTHING,
+            identity="0" * 64,
+            line_number=1,
+            raw=b"{}",
+            accepted=False,
+            reason="test",
+        )
+    judgement = Judgement.objects.first()
+    assert judgement is not None
+    with pytest.raises(IntegrityError, match="points at no row"), transaction.atomic():
+        Judgement.objects.create(run_id=POINTING_AT_NOTHING, policy_number=0, through_record_id=1)
+    verdict_columns = ("judgement_id", "run_id", "position", "field", "kind", "evidence", "unsafe")
+    for judgement_pk, run_pk in (
+        (POINTING_AT_NOTHING, judgement.run_id),
+        (judgement.pk, POINTING_AT_NOTHING),
+    ):
+        with pytest.raises(IntegrityError, match="points at no row"), transaction.atomic():
+            insert_rows(
+                Verdict, verdict_columns, [(judgement_pk, run_pk, 99, "f", "settled", [], False)]
+            )
+        with pytest.raises(IntegrityError, match="points at no row"), transaction.atomic():
+            Finding.objects.create(
+                judgement_id=judgement_pk, run_id=run_pk, position=99, kind="k", evidence={}
+            )
+    # Pointing at rows that are there is fine.
+    with transaction.atomic():
+        insert_rows(
+            TraceRecord, columns, [(record.run_id, record.line_id, "agent_action", "", "", {})]
+        )
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("every_table_has_a_row")
+def test_postgresql_refuses_deleting_a_run_or_batch_its_records_or_lines_point_at():
+    import psycopg
+
+    from tests.roles import owner_conninfo
+
+    # A run and a batch of their own, which nothing else (judgements, tickets) points at.
+    batch = IngestBatch.objects.create(channel="cli", file_name="f", content_sha256="x")
+    run = Run.objects.create(run_id="pointed-at", started_at="2026-11-30T00:00:00Z")
+    line = TraceLine.objects.create(
+        batch=batch, identity="1" * 64, line_number=1, raw=b"{}", accepted=True
+    )
+    record = TraceRecord.objects.create(run=run, line=line, type="agent_action", data={})
+    # The app's role may not delete them at all: the owner is refused by the guard.
+    with psycopg.connect(owner_conninfo(connection)) as owner:
+        for table, pk in (
+            ("reviewapp_run", record.run_id),
+            ("reviewapp_ingestbatch", record.line.batch_id),
+        ):
+            with (
+                pytest.raises(psycopg.errors.ForeignKeyViolation, match="still pointed at"),
+                owner.transaction(),
+            ):
+                owner.execute("SET CONSTRAINTS ALL IMMEDIATE")
+                owner.execute(f"DELETE FROM {table} WHERE id = %s", [pk])
+    assert Run.objects.filter(pk=record.run_id).exists()
+    assert IngestBatch.objects.filter(pk=record.line.batch_id).exists()
+
+
+def test_sqlite_refuses_a_record_pointing_at_no_row_and_deleting_what_is_pointed_at(
+    sqlite_database,
+):
+    with sqlite3.connect(sqlite_database) as db:
+        db.execute(
+            "INSERT INTO reviewapp_run (id, run_id, agent, started_at, first_ingested_at) "
+            "VALUES (7, 'r7', '', '2026-11-30', '2026-11-30')"
+        )
+        db.execute(
+            "INSERT INTO reviewapp_ingestbatch (id, public_id, channel, file_name, "
+            "content_sha256, size_bytes, stored_path, state, lines, accepted, duplicates, "
+            "rejected, runs, tickets, ignored, bytes_done, attempts, error, created_at) VALUES "
+            "(7, 'b7', 'cli', 'f', 'x', 0, '', 'done', 0, 0, 0, 0, 0, 0, 0, 0, 0, '', "
+            "'2026-11-30')"
+        )
+        with pytest.raises(sqlite3.IntegrityError, match="points at no row"):
+            db.execute(
+                "INSERT INTO reviewapp_traceline (batch_id, identity, line_number, raw, "
+                "accepted, reason, format, ignored) VALUES (8, 'i', 1, x'7b7d', 0, '', '', 0)"
+            )
+        db.execute(
+            "INSERT INTO reviewapp_traceline (id, batch_id, identity, line_number, raw, "
+            "accepted, reason, format, ignored) VALUES (7, 7, 'i', 1, x'7b7d', 1, '', '', 0)"
+        )
+        for run_pk, line_pk in ((8, 7), (7, 8)):
+            with pytest.raises(sqlite3.IntegrityError, match="points at no row"):
+                db.execute(
+                    "INSERT INTO reviewapp_tracerecord (run_id, line_id, type, key, source, "
+                    "data) VALUES (?, ?, 'agent_action', '', '', '{}')",
+                    (run_pk, line_pk),
+                )
+        db.execute(
+            "INSERT INTO reviewapp_tracerecord (run_id, line_id, type, key, source, data) "
+            "VALUES (7, 7, 'agent_action', '', '', '{}')"
+        )
+        for table in ("reviewapp_run", "reviewapp_ingestbatch"):
+            with pytest.raises(sqlite3.IntegrityError, match="still pointed at"):
+                db.execute(f"DELETE FROM {table} WHERE id = 7")

@@ -201,6 +201,7 @@ def json_type_name(value: Any) -> str:
 # Deeper than this, the exact decoder decides (as deep as its own limit, today's rule).
 _FAST_DEPTH = 200
 _decode_json = msgspec.json.Decoder().decode
+_encode_json = msgspec.json.Encoder().encode
 _JSON_SPACE = b" \t\n\r"
 _JSON_SPACE_TEXT = str.maketrans("", "", _JSON_SPACE.decode())
 # A quote-colon pair whose quote is escaped lies inside a string (JSON text inside an
@@ -244,6 +245,14 @@ def _keys_all_kept(raw: bytes | str, obj: dict[str, Any]) -> bool:
     a colon) only loosens the bound, and a loose bound sends the line to the exact decoder:
     never a wrong answer, only a slower one. Past _FAST_DEPTH, the exact decoder decides too.
     """
+    if (
+        raw.__class__ is bytes
+        and raw.count(b"{") + raw.count(b"[") <= _FAST_DEPTH
+        and _encode_json(obj) == raw
+    ):
+        # The line is exactly the compact encoding of what it decoded to (as a writer of
+        # JSON Lines writes it): the text of a value, whose keys are unique. In C.
+        return True
     if isinstance(raw, bytes):
         data = raw.translate(None, _JSON_SPACE)
         bound = data.count(b'":')

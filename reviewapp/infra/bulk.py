@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import msgspec
 import psycopg
 from django.db import connection, models
 from django.utils import timezone
@@ -33,7 +34,12 @@ def insert_rows(
     named = [by_attname[name] for name in attnames]
     omitted = _omitted_columns(model, attnames)
     if connection.vendor != "postgresql":
-        instances = [model(**dict(zip(attnames, row, strict=True))) for row in rows]
+        json_names = [
+            n for n, f in zip(attnames, named, strict=True) if isinstance(f, models.JSONField)
+        ]
+        instances = [
+            model(**_decoded(dict(zip(attnames, row, strict=True)), json_names)) for row in rows
+        ]
         created = model._default_manager.bulk_create(instances, batch_size=500)
         return [instance.pk for instance in created] if return_ids else []
 
@@ -61,14 +67,28 @@ def insert_rows(
 
 def reserve_ids(model: type[models.Model], count: int) -> list[int]:
     """Take `count` ids from the table's sequence (PostgreSQL), so that rows can point at
-    rows written in the same COPY round."""
-    meta = model._meta
+    rows written in the same COPY round. The sequence is named once: pg_get_serial_sequence
+    in the statement would be called again for every id (15 ms for 5,000 ids, not 2)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
-            [meta.db_table, meta.pk.column, count],
+            "SELECT array_agg(nextval(%s::regclass)) FROM generate_series(1, %s)",
+            [_sequence(model), count],
         )
-        return [new_id for (new_id,) in cursor.fetchall()]
+        # One array, not a row an id; ascending, as the rows they go to are in order.
+        return sorted(cursor.fetchone()[0])
+
+
+_sequences: dict[str, str] = {}
+
+
+def _sequence(model: type[models.Model]) -> str:
+    meta = model._meta
+    name = _sequences.get(meta.db_table)
+    if name is None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_get_serial_sequence(%s, %s)", [meta.db_table, meta.pk.column])
+            name = _sequences[meta.db_table] = cursor.fetchone()[0]
+    return name
 
 
 def _omitted_columns(model: type[models.Model], attnames: Sequence[str]) -> list[tuple[Any, Any]]:
@@ -88,9 +108,31 @@ def _omitted_columns(model: type[models.Model], attnames: Sequence[str]) -> list
     return omitted
 
 
+class EncodedJSON(str):
+    """JSON text stored as it is in a JSON column: the bytes of a line as received, which
+    were just decoded and checked, are not encoded again from what they decoded to."""
+
+    __slots__ = ()
+
+
+_encode_json = msgspec.json.Encoder().encode
+
+
 def _encoded(value: Any) -> str | None:
-    """None is SQL NULL, as the ORM stores it."""
-    return None if value is None else json.dumps(value, ensure_ascii=False)
+    """None is SQL NULL, as the ORM stores it; EncodedJSON goes as it is."""
+    if value is None:
+        return None
+    if value.__class__ is EncodedJSON:
+        return value
+    return _encode_json(value).decode()
+
+
+def _decoded(values: dict[str, Any], json_names: list[str]) -> dict[str, Any]:
+    """Model values from a row (not PostgreSQL): EncodedJSON back into what it holds."""
+    for name in json_names:
+        if values[name].__class__ is EncodedJSON:
+            values[name] = json.loads(values[name])
+    return values
 
 
 @contextmanager

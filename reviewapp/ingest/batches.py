@@ -37,11 +37,15 @@ class IngestSummary:
     ignored: int = 0
     # Which batches were summed, so that several files count each run they share once.
     batch_pks: set[int] = field(default_factory=set, repr=False, compare=False)
+    # Seconds by stage (ingest.stages), of the batches ingested here.
+    stages: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
 
     def add(self, other: IngestSummary) -> None:
         for name in ("lines", "accepted", "duplicates", "rejected", "tickets", "ignored"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.batch_pks |= other.batch_pks
+        for stage, seconds in other.stages.items():
+            self.stages[stage] = round(self.stages.get(stage, 0.0) + seconds, 6)
         self.runs = count_runs_touched(self.batch_pks)
 
     def as_dict(self) -> dict[str, int]:

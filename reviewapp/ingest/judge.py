@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import Count
 
 from reviewapp.engine import Record
 from reviewapp.ingest.batches import RUNS_OF_BATCHES
 from reviewapp.ingest.runs import RunInfo
+from reviewapp.ingest.stages import atomic_write, stage
 from reviewapp.judging.core import RunToJudge, judge, stored_runs
 from reviewapp.judging.policies import ActivePolicy
 from reviewapp.judging.store import ACTIVE, PolicyRef, covers, judgements_store
@@ -27,7 +28,9 @@ def judge_and_open(runs: list[RunToJudge], *, active: ActivePolicy, batch: Inges
     if not runs:
         return
     policy = PolicyRef(active.number, active.version.pk if active.version else None)
-    stored = judgements_store(judge(runs, active.policy), purpose=ACTIVE, policy=policy)
+    with stage("judge"):
+        judged = judge(runs, active.policy)
+    stored = judgements_store(judged, purpose=ACTIVE, policy=policy)
     tickets_open(stored, policy_number=active.number, batch_id=batch.pk)
 
 
@@ -45,7 +48,7 @@ def judge_stored_runs(
     for start in range(0, len(pks), RUNS_PER_BLOCK):
         heartbeat()
         block = pks[start : start + RUNS_PER_BLOCK]
-        with transaction.atomic():
+        with atomic_write():
             current = {
                 run.pk: run.current_judgement
                 for run in Run.objects.filter(pk__in=block).select_related("current_judgement")

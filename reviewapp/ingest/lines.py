@@ -16,7 +16,7 @@ from typing import Any
 from django.db import connection
 
 from reviewapp.engine import AgentAction, Observation, Record, RecordError, Resolution, ToolCall
-from reviewapp.infra.bulk import bound_cursor, insert_rows
+from reviewapp.infra.bulk import EncodedJSON, bound_cursor, insert_rows
 from reviewapp.ingest.files import RawLine
 from reviewapp.ingest.formats import NATIVE, RUN_STARTED_ORIGIN, DecodedUnit, decode_unit
 from reviewapp.ingest.occurrences import OccurrenceCounter
@@ -232,6 +232,16 @@ def store_records(
     records: list[tuple[int, Record]] = []
     for line, line_id in fresh:
         assert line.unit is not None  # only accepted lines have records
+        if line.unit.format == NATIVE:
+            # One record, decoded from the line itself: its data is the line as received
+            # (decoded strictly, so valid UTF-8 and JSON), not a re-encoding of it.
+            [record] = line.unit.records
+            key, source = _record_key(record)
+            run_pk = runs[record.run_id].pk
+            data = EncodedJSON(line.raw_line.payload.decode())
+            rows.append((run_pk, line_id, line.unit.documents[0]["type"], key, source, data))
+            records.append((run_pk, record))
+            continue
         for record, document in zip(line.unit.records, line.unit.documents, strict=True):
             key, source = _record_key(record)
             run_pk = runs[record.run_id].pk

@@ -22,7 +22,7 @@ from typing import Any
 
 import psycopg
 from django.conf import settings
-from django.db import OperationalError, connection, transaction
+from django.db import OperationalError, connection
 from django.db.models import Count, F, Sum
 from django.utils import timezone
 
@@ -43,6 +43,8 @@ from reviewapp.ingest.lines import (
 )
 from reviewapp.ingest.occurrences import OccurrenceCounter
 from reviewapp.ingest.runs import ensure_runs
+from reviewapp.ingest.stages import StageClock, atomic_write, counting, stage
+from reviewapp.ingest.writer import ChunkWriter
 from reviewapp.judging.policies import active_policy
 from reviewapp.models import IngestBatch, Ticket, TraceLine
 
@@ -83,7 +85,11 @@ def ingest_batch(batch: IngestBatch, *, progress: Progress | None = None) -> Ing
         while True:
             tries_left -= 1
             try:
-                return _ingest_locked(batch, progress)
+                clock = StageClock()
+                with counting(clock):
+                    summary = _ingest_locked(batch, progress)
+                summary.stages = clock.rounded()
+                return summary
             except OperationalError as exc:
                 if tries_left and _is_transient(exc):
                     log.warning("batch %s: %s; starting it again", batch.pk, exc.__cause__)
@@ -126,7 +132,7 @@ def _ingest_locked(batch: IngestBatch, progress: Progress | None) -> IngestSumma
     active = active_policy()
     in_flight = RunsInFlight(active, batch)
     lines = _store_file(batch, progress, in_flight)
-    with transaction.atomic():
+    with atomic_write():
         in_flight.judge_rest()
     judge_stored_runs(
         runs_to_judge(batch, active),
@@ -218,11 +224,15 @@ def ingest_file(
 
 
 def _store_file(batch: IngestBatch, progress: Progress | None, in_flight: RunsInFlight) -> int:
-    """Store every line of the batch's file in chunks; return how many lines were read."""
-    count = 0
+    """Store every line of the batch's file in chunks; return how many lines were read.
+    Each chunk is decoded here while the chunk before it is written (ingest.writer)."""
     occurrences = OccurrenceCounter()
     meter = InflateMeter.of(batch.stored_path)
-    with open(batch.stored_path, "rb") as stream, closing(occurrences):
+    with (
+        open(batch.stored_path, "rb") as stream,
+        closing(occurrences),
+        ChunkWriter() as writer,
+    ):
         chunk: list[RawLine] = []
         lines = iter_raw_lines(
             stream,
@@ -233,10 +243,26 @@ def _store_file(batch: IngestBatch, progress: Progress | None, in_flight: RunsIn
         for raw_line in lines:
             chunk.append(raw_line)
             if len(chunk) >= CHUNK_LINES:
-                count += _store_chunk(batch, prepare_chunk(batch, chunk, occurrences), in_flight)
+                with stage("decode"):
+                    prepared = prepare_chunk(batch, chunk, occurrences)
+                done = _position(stream.tell(), meter, batch.size_bytes)
+                writer.submit(_store_and_report, batch, prepared, in_flight, done, progress)
                 chunk = []
-                _report(batch, _position(stream.tell(), meter, batch.size_bytes), progress)
-        count += _store_chunk(batch, prepare_chunk(batch, chunk, occurrences), in_flight)
+        with stage("decode"):
+            prepared = prepare_chunk(batch, chunk, occurrences)
+        writer.submit(_store_chunk, batch, prepared, in_flight)
+        return sum(writer.results())
+
+
+def _store_and_report(
+    batch: IngestBatch,
+    lines: list[Line],
+    in_flight: RunsInFlight,
+    done: int,
+    progress: Progress | None,
+) -> int:
+    count = _store_chunk(batch, lines, in_flight)
+    _report(batch, done, progress)
     return count
 
 
@@ -259,7 +285,7 @@ def _report(batch: IngestBatch, done: int, progress: Progress | None) -> None:
 def _store_chunk(batch: IngestBatch, lines: list[Line], in_flight: RunsInFlight) -> int:
     if not lines:
         return 0
-    with transaction.atomic():
+    with atomic_write():
         runs = ensure_runs([line.unit for line in lines if line.unit])
         drop_stored_spans(lines, runs)
         new_line_ids = insert_new_lines(batch, lines, runs)

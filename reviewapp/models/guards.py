@@ -5,7 +5,11 @@
   truncated;
 - proposal_guard(): a decided proposal keeps its decision; nothing is deleted;
 - only_active_current() / only_active_tickets(): only an ACTIVE judgement (not a shadow or
-  replay one) can be a run's current judgement or open a ticket.
+  replay one) can be a run's current judgement or open a ticket;
+- references() / referenced(): the foreign keys of what ingest writes by the hundred
+  thousand (lines, records, judgements, verdicts, findings), checked once per statement over its new rows instead of row
+  by row at commit as a deferred foreign key is: a row pointing at no row is refused, and
+  so is deleting a row still pointed at.
 
 On PostgreSQL these are django-pgtrigger triggers, installed by migrations. SQLite, the
 bare-machine default, gets the same refusals in its own trigger language from
@@ -162,6 +166,63 @@ def _statement_check(*, name: str, operation, bad: str, message: str) -> pgtrigg
     )
 
 
+FOREIGN_KEY = "USING ERRCODE = 'foreign_key_violation'"
+# Parents named by references() whose rows are never deleted (their own append_only()).
+APPEND_ONLY_TABLES = {"reviewapp_traceline", "reviewapp_judgement"}
+
+
+def references(*links: tuple[str, str]) -> list[pgtrigger.Trigger]:
+    """Each (column, parent table): every new row's column names a row of the parent table
+    (or is NULL). Parents that can be deleted are locked FOR KEY SHARE, as a foreign key's
+    check locks them, so that none goes before this transaction ends; an append-only
+    parent cannot go (and its rows cannot be locked by a role that may not update them)."""
+    locks = "".join(
+        f"PERFORM 1 FROM {parent} p WHERE p.id IN (SELECT DISTINCT n.{column} FROM new_values n) "
+        "FOR KEY SHARE OF p; "
+        for column, parent in links
+        if parent not in APPEND_ONLY_TABLES
+    )
+    missing = " OR ".join(
+        f"EXISTS (SELECT 1 FROM new_values n WHERE n.{column} IS NOT NULL AND NOT EXISTS "
+        f"(SELECT 1 FROM {parent} p WHERE p.id = n.{column}))"
+        for column, parent in links
+    )
+    trigger = pgtrigger.Trigger(
+        name="references_insert",
+        level=pgtrigger.Statement,
+        when=pgtrigger.After,
+        operation=pgtrigger.Insert,
+        referencing=pgtrigger.Referencing(new="new_values"),
+        func=(
+            f"{locks}IF {missing} THEN RAISE EXCEPTION 'a row of % points at no row', "
+            f"TG_TABLE_NAME {FOREIGN_KEY}; END IF; RETURN NULL;"
+        ),
+    )
+    trigger.links = links  # type: ignore[attr-defined]  # for sqlite_guards
+    return [trigger]
+
+
+def referenced(*links: tuple[str, str]) -> list[pgtrigger.Trigger]:
+    """Each (child table, column): no row is deleted while a child row points at it."""
+    pointed = " OR ".join(
+        f"EXISTS (SELECT 1 FROM old_values o JOIN {child} c ON c.{column} = o.id)"
+        for child, column in links
+    )
+    trigger = pgtrigger.Trigger(
+        name="referenced_delete",
+        level=pgtrigger.Statement,
+        when=pgtrigger.After,
+        operation=pgtrigger.Delete,
+        referencing=pgtrigger.Referencing(old="old_values"),
+        func=(
+            f"IF {pointed} THEN RAISE EXCEPTION 'a row of % is still pointed at', "
+            f"TG_TABLE_NAME {FOREIGN_KEY}; END IF; RETURN NULL;"
+        ),
+    )
+    trigger.links = links  # type: ignore[attr-defined]  # for sqlite_guards
+    return [trigger]
+
+
 # --- SQLite -----------------------------------------------------------------------------
 
 _PROPOSAL_CHANGED = """
@@ -181,7 +242,29 @@ def sqlite_guards(model_list: list[type[models.Model]]) -> dict[str, str]:
     statements = {}
     for model in model_list:
         table = model._meta.db_table
-        names = {trigger.name for trigger in getattr(model._meta, "triggers", [])}
+        declared = {trigger.name: trigger for trigger in getattr(model._meta, "triggers", [])}
+        names = set(declared)
+        if "references_insert" in names:
+            for column, parent in declared["references_insert"].links:
+                name = f"{table}_{column}_references"
+                statements[name] = _refuse(
+                    name,
+                    "INSERT",
+                    table,
+                    f"a row of {table} points at no row",
+                    when=f"NEW.{column} IS NOT NULL AND NOT EXISTS "
+                    f"(SELECT 1 FROM {parent} p WHERE p.id = NEW.{column})",
+                )
+        if "referenced_delete" in names:
+            for child, column in declared["referenced_delete"].links:
+                name = f"{table}_{child}_{column}_referenced"
+                statements[name] = _refuse(
+                    name,
+                    "DELETE",
+                    table,
+                    f"a row of {table} is still pointed at",
+                    when=f"EXISTS (SELECT 1 FROM {child} c WHERE c.{column} = OLD.id)",
+                )
         if "append_only" in names:
             for event in ("UPDATE", "DELETE"):
                 statements[f"{table}_no_{event.lower()}"] = _refuse(

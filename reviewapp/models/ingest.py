@@ -85,6 +85,7 @@ class IngestBatch(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        triggers = guards.referenced(("reviewapp_traceline", "batch_id"))
         ordering = ["-created_at", "-id"]
         constraints = [
             models.UniqueConstraint(
@@ -134,7 +135,12 @@ class Run(models.Model):
     )
 
     class Meta:
-        triggers = guards.only_active_current()
+        triggers = guards.only_active_current() + guards.referenced(
+            ("reviewapp_tracerecord", "run_id"),
+            ("reviewapp_judgement", "run_id"),
+            ("reviewapp_verdict", "run_id"),
+            ("reviewapp_finding", "run_id"),
+        )
         ordering = ["-started_at", "-id"]
         constraints = [models.UniqueConstraint(fields=["run_id"], name="run_id_unique")]
 
@@ -152,8 +158,13 @@ class TraceLine(models.Model):
 
     # Indexed by trace_line_batch_state (batch first); ingest writes millions of these rows,
     # so no index is kept twice here or below.
+    # Its foreign keys are checked once per statement (guards.references), not per row.
     batch = models.ForeignKey(
-        IngestBatch, on_delete=models.PROTECT, related_name="trace_lines", db_index=False
+        IngestBatch,
+        on_delete=models.PROTECT,
+        related_name="trace_lines",
+        db_index=False,
+        db_constraint=False,
     )
     identity = models.CharField(max_length=64)
     line_number = models.PositiveIntegerField()
@@ -165,7 +176,7 @@ class TraceLine(models.Model):
     ignored = models.PositiveIntegerField(default=0)
 
     class Meta:
-        triggers = guards.append_only()
+        triggers = guards.append_only() + guards.references(("batch_id", "reviewapp_ingestbatch"))
         constraints = [
             models.UniqueConstraint(fields=["identity"], name="trace_line_identity_unique")
         ]
@@ -191,8 +202,13 @@ class TraceRecord(models.Model):
         AGENT_ACTION = "agent_action"
 
     # Indexed by trace_record_run_order (run first).
-    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="records", db_index=False)
-    line = models.ForeignKey(TraceLine, on_delete=models.PROTECT, related_name="records")
+    # Its foreign keys are checked once per statement (guards.references), not per row.
+    run = models.ForeignKey(
+        Run, on_delete=models.PROTECT, related_name="records", db_index=False, db_constraint=False
+    )
+    line = models.ForeignKey(
+        TraceLine, on_delete=models.PROTECT, related_name="records", db_constraint=False
+    )
     type = models.CharField(max_length=30, choices=Type.choices)
     # toolCallId for calls, observationId for observations, name for actions.
     key = models.TextField(blank=True)
@@ -200,7 +216,9 @@ class TraceRecord(models.Model):
     data = models.JSONField()
 
     class Meta:
-        triggers = guards.append_only()
+        triggers = guards.append_only() + guards.references(
+            ("run_id", "reviewapp_run"), ("line_id", "reviewapp_traceline")
+        )
         indexes = [models.Index(fields=["run", "id"], name="trace_record_run_order")]
 
     def __str__(self) -> str:

@@ -20,9 +20,14 @@ class Judgement(models.Model):
         SHADOW = "shadow"
         REPLAY = "replay"
 
-    # Indexed by judgement_once_per_state (run first).
+    # Indexed by judgement_once_per_state (run first). Checked once per statement
+    # (guards.references), as the foreign keys of verdicts and findings are.
     run = models.ForeignKey(
-        "Run", on_delete=models.PROTECT, related_name="judgements", db_index=False
+        "Run",
+        on_delete=models.PROTECT,
+        related_name="judgements",
+        db_index=False,
+        db_constraint=False,
     )
     purpose = models.CharField(max_length=10, choices=Purpose.choices, default=Purpose.ACTIVE)
     policy_version = models.ForeignKey(
@@ -47,7 +52,7 @@ class Judgement(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        triggers = guards.append_only()
+        triggers = guards.append_only() + guards.references(("run_id", "reviewapp_run"))
         constraints = [
             models.UniqueConstraint(
                 fields=["run", "purpose", "policy_number", "through_record_id"],
@@ -72,9 +77,13 @@ class Judgement(models.Model):
 
 
 class Verdict(models.Model):
-    judgement = models.ForeignKey(Judgement, on_delete=models.PROTECT, related_name="verdicts")
+    judgement = models.ForeignKey(
+        Judgement, on_delete=models.PROTECT, related_name="verdicts", db_constraint=False
+    )
     # Verdicts are looked up by judgement only.
-    run = models.ForeignKey("Run", on_delete=models.PROTECT, related_name="+", db_index=False)
+    run = models.ForeignKey(
+        "Run", on_delete=models.PROTECT, related_name="+", db_index=False, db_constraint=False
+    )
     position = models.PositiveIntegerField()
     entity = models.TextField(null=True, blank=True)
     field = models.TextField()
@@ -87,7 +96,9 @@ class Verdict(models.Model):
     unsafe = models.BooleanField()
 
     class Meta:
-        triggers = guards.append_only()
+        triggers = guards.append_only() + guards.references(
+            ("judgement_id", "reviewapp_judgement"), ("run_id", "reviewapp_run")
+        )
         ordering = ["judgement", "position"]
 
     def __str__(self) -> str:
@@ -95,15 +106,21 @@ class Verdict(models.Model):
 
 
 class Finding(models.Model):
-    judgement = models.ForeignKey(Judgement, on_delete=models.PROTECT, related_name="findings")
+    judgement = models.ForeignKey(
+        Judgement, on_delete=models.PROTECT, related_name="findings", db_constraint=False
+    )
     # Findings are looked up by judgement only.
-    run = models.ForeignKey("Run", on_delete=models.PROTECT, related_name="+", db_index=False)
+    run = models.ForeignKey(
+        "Run", on_delete=models.PROTECT, related_name="+", db_index=False, db_constraint=False
+    )
     position = models.PositiveIntegerField()
     kind = models.CharField(max_length=60)
     evidence = models.JSONField()
 
     class Meta:
-        triggers = guards.append_only()
+        triggers = guards.append_only() + guards.references(
+            ("judgement_id", "reviewapp_judgement"), ("run_id", "reviewapp_run")
+        )
         ordering = ["judgement", "position"]
 
     def __str__(self) -> str:

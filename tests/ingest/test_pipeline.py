@@ -548,3 +548,94 @@ def test_where_otel_results_carry_their_source_is_a_setting(settings, tmp_path):
         7,
         {"qty": 3},
     )
+
+
+def test_the_command_reports_its_seconds_by_stage_when_asked(tmp_path, capsys):
+    from django.core.management import call_command
+
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(
+        observation("r1", "o1", "a", "paid") + b"\n" + observation("r1", "o2", "b", "refunded")
+    )
+    call_command("ingest", str(path), json=True, stages=True)
+    shown = json.loads(capsys.readouterr().out)
+    stages = shown.pop("stages")
+    assert shown["lines"] == 2 and shown["tickets"] == 1
+    assert set(stages) == {"decode", "judge", "write", "commit"}
+    # Every stage ran: lines decoded, a run judged, rows written, transactions committed.
+    assert all(seconds > 0 for seconds in stages.values()), stages
+
+
+def test_a_stage_inside_another_counts_once():
+    from reviewapp.ingest.stages import StageClock, counting, stage
+
+    clock = StageClock()
+    with counting(clock), stage("write"), stage("judge"):
+        sum(range(200_000))
+    assert clock.seconds["judge"] > 0
+    assert clock.seconds["write"] < clock.seconds["judge"]
+
+
+def test_a_native_record_is_stored_from_the_line_as_received_not_reencoded(tmp_path):
+    from django.db import connection
+
+    # 12.50 as a JSON number: decoded, it is the float 12.5; stored from the bytes as
+    # received, PostgreSQL keeps the number as written.
+    ingest(
+        tmp_path, observation("r1", "o1", "a", "paid", amount=1).replace(b"1}", b"12.50}") + b"\n"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT data::text FROM reviewapp_tracerecord")
+        [(text,)] = cursor.fetchall()
+    assert '"amount": 12.50' in text
+    record = TraceRecord.objects.get()
+    assert record.data["amount"] == 12.5 and record.data["observationId"] == "o1"
+
+
+def test_reserved_ids_are_new_distinct_and_ascending_and_never_given_again():
+    from reviewapp.infra.bulk import reserve_ids
+
+    first = reserve_ids(IngestBatch, 3000)
+    second = reserve_ids(IngestBatch, 5)
+    assert len(set(first)) == 3000 and first == sorted(first)
+    assert min(second) > max(first)
+    made = IngestBatch.objects.create(channel="cli", file_name="f", content_sha256="x")
+    assert made.pk > max(second)
+
+
+def test_the_writer_writes_chunks_in_order_in_its_own_thread_on_the_ingests_connection():
+    import threading
+
+    from django.db import connection
+
+    from reviewapp.ingest.writer import ChunkWriter
+
+    seen = []
+
+    def work(number: int) -> int:
+        # The caller's transaction: the batch it created is visible, uncommitted.
+        batch_seen = IngestBatch.objects.filter(file_name="writer").exists()
+        seen.append((number, threading.get_ident(), id(connection.connection), batch_seen))
+        return number * 10
+
+    IngestBatch.objects.create(channel="cli", file_name="writer", content_sha256="x")
+    connection.ensure_connection()
+    with ChunkWriter() as writer:
+        for number in range(5):
+            writer.submit(work, number)
+        assert writer.results() == [0, 10, 20, 30, 40]
+    assert [number for number, *_ in seen] == [0, 1, 2, 3, 4]
+    assert {ident for _, ident, *_ in seen} != {threading.get_ident()}  # not this thread
+    assert {conn for _, _, conn, _ in seen} == {id(connection.connection)}
+    assert all(batch_seen for *_, batch_seen in seen)
+
+
+def test_an_error_of_the_writer_is_raised_in_the_reading_thread():
+    from reviewapp.ingest.writer import ChunkWriter
+
+    def fails() -> None:
+        raise ValueError("chunk failed")
+
+    with pytest.raises(ValueError, match="chunk failed"), ChunkWriter() as writer:
+        writer.submit(fails)
+        writer.submit(lambda: None)

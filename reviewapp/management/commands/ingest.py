@@ -45,6 +45,11 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("paths", nargs="+", help="files or folders")
         parser.add_argument("--json", action="store_true", help="print one JSON summary object")
+        parser.add_argument(
+            "--stages",
+            action="store_true",
+            help="with --json: add the seconds spent in each stage (decode, judge, write, commit)",
+        )
 
     def handle(self, *args, **options) -> None:
         files = expand_paths(options["paths"])
@@ -67,7 +72,10 @@ class Command(BaseCommand):
             if not options["json"]:
                 self.stdout.write(f"{path}: {_describe(summary)}")
         if options["json"]:
-            self.stdout.write(json.dumps(total.as_dict()))
+            shown: dict[str, object] = dict(total.as_dict())
+            if options["stages"]:
+                shown["stages"] = total.stages
+            self.stdout.write(json.dumps(shown))
         elif len(files) > 1:
             self.stdout.write(f"total: {_describe(total)}")
 
