@@ -7,12 +7,16 @@ at the end), seeds N tickets with bulk inserts plus real ingested runs, then req
 in-process with Django's test client, every page once a round for --rounds rounds: the
 API-token page (session, user, permissions and one small query: the trivial limit), the
 queue unfiltered and filtered, a ticket page seen before, the first look at a ticket never
-opened (its evidence is read and rendered), and both queues right after a change: a ticket
+opened (its evidence is read and rendered), a run's page, a search of the queue by an
+entity, and both queues right after a change: a ticket
 is closed or reopened (as a reviewer does, through reviewapp.review.changes), which renames
 everything the queue caches about tickets, so its counts, rows and families are read and
 rendered again. Prints median and p95 per page; the last line is one JSON object with
 `ratio` = worst p95 of every page but the trivial one / trivial p95, and `goal` (3.0);
 `warm_ratio` leaves out the queues right after a change, `cold_ratio` is those alone.
+`search_ratio` is the searched queue's, outside the goal for now: a search matches several
+columns no index serves (entity, agent, sources), and its counts are taken over it again
+after every change; measured 2026-12-01 at 100,000 tickets: 349 ms median, 536 ms p95.
 """
 
 from __future__ import annotations
@@ -89,6 +93,9 @@ def seed(n: int, first_views: int) -> tuple[dict[str, str], list[str]]:
         "queue": reverse("ticket-queue"),
         "queue_filtered": f"{reverse('ticket-queue')}?{filtered}",
         "ticket": reverse("ticket-detail", args=[ticket.pk]),
+        # The run page (its whole timeline, read every time) and a search of the queue.
+        "run": reverse("run-detail", args=[ticket.run_id]),
+        "queue_search": f"{reverse('ticket-queue')}?state=any&q={ticket.entity}",
     }
     return pages, [
         reverse("ticket-detail", args=[pk]) for pk in unseen.values_list("pk", flat=True)
@@ -181,7 +188,7 @@ def main() -> None:
     for name, figure in figures.items():
         print(f"{name:<22}{figure['median_ms']:>12.2f}{figure['p95_ms']:>10.2f}")
     trivial = figures["trivial"]["p95_ms"]
-    warm = ("queue", "queue_filtered", "ticket", "ticket_first_view")
+    warm = ("queue", "queue_filtered", "ticket", "ticket_first_view", "run")
     cold = ("queue_cold", "queue_filtered_cold")
     worst_warm = max(figures[name]["p95_ms"] for name in warm)
     worst_cold = max(figures[name]["p95_ms"] for name in cold)
@@ -196,6 +203,8 @@ def main() -> None:
                 "ratio": round(ratio, 2),
                 "warm_ratio": round(worst_warm / trivial, 2),
                 "cold_ratio": round(worst_cold / trivial, 2),
+                # Reported apart, not (yet) within the goal: see the module's docstring.
+                "search_ratio": round(figures["queue_search"]["p95_ms"] / trivial, 2),
                 "goal": GOAL,
                 "met": ratio <= GOAL,
             }

@@ -282,17 +282,22 @@ def _came_from(params) -> tuple[str, queue.QueueFilters]:
 
 
 def ticket_in_queue_url(ticket_id: int, queue_query: str) -> str:
-    """A ticket's page, opened from the queue whose filters `queue_query` holds."""
+    """A ticket's page, opened from the queue whose filters `queue_query` holds ("" for the
+    queue's home: `queue` is in the URL whenever the ticket was opened from a queue)."""
     base = reverse("ticket-detail", args=[ticket_id])
-    return base + (f"?{urlencode({'queue': queue_query})}" if queue_query else "")
+    return base + f"?{urlencode({'queue': queue_query})}"
 
 
 def _queue_moves(request: HttpRequest, ticket: Ticket) -> dict:
     """The links to the ticket before and after this one in the queue it came from, and
-    back to that queue."""
+    back to that queue. A ticket opened from elsewhere (a link, a run) has no neighbours:
+    that query is spared."""
     query, filters = _came_from(request.GET)
+    if "queue" not in request.GET:
+        return {"from_queue": False, "queue_query": "", "queue_url": _queue_url(filters)}
     previous, following = queue.neighbours(filters, request.user, ticket)
     return {
+        "from_queue": True,
         "queue_query": query,
         "queue_url": _queue_url(filters),
         "previous_url": ticket_in_queue_url(previous, query) if previous else "",

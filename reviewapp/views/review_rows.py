@@ -103,7 +103,7 @@ def queue_rows(
     ticket's link carries the queue's filters (`queue_query`, URL-encoded), so that its
     page moves to the tickets before and after it in this queue."""
     ticket_url = _url_of_each_ticket("ticket-detail")
-    came_from = f"?{urlencode({'queue': queue_query})}" if queue_query else ""
+    came_from = f"?{urlencode({'queue': queue_query})}"
 
     def detail_url(pk: int) -> str:
         return ticket_url(pk) + came_from

@@ -48,7 +48,9 @@ def test_the_queue_escapes_every_ticket_value_in_rows_counts_and_suggestions(
     body = client.get(reverse("ticket-queue")).content.decode()
     assert "<b>" not in body
     escaped = "&lt;b&gt;x&lt;/b&gt;"
-    row = re.search(rf'<tr data-ticket-url="/tickets/{desk["run-stale"].pk}/".*?</tr>', body, re.S)
+    row = re.search(
+        rf'<tr data-ticket-url="/tickets/{desk["run-stale"].pk}/[?"].*?</tr>', body, re.S
+    )
     # Shown: field, entity, action, sources, the disputed value; and in the cells' titles:
     # field, entity and agent; action; sources; the disputed value and the other's source.
     assert row and row.group(0).count(escaped) == 12
@@ -74,7 +76,7 @@ def test_a_row_shows_the_disputed_values_side_by_side(client, reviewer, desk):
     assert stale.disputed == [["refund-service", "Refunded"], ["search-index", "paid"]]
     client.force_login(reviewer)
     body = client.get(reverse("ticket-queue")).content.decode()
-    row = re.search(rf'<tr data-ticket-url="/tickets/{stale.pk}/".*?</tr>', body, re.S)
+    row = re.search(rf'<tr data-ticket-url="/tickets/{stale.pk}/[?"].*?</tr>', body, re.S)
     assert row
     assert '<code>Refunded</code> <span class="vs">vs</span> <code>paid</code>' in row.group(0)
     assert 'title="Refunded (refund-service) vs paid (search-index)"' in row.group(0)
@@ -277,7 +279,7 @@ def test_a_ticket_says_when_its_run_was_judged_again_since(client, viewer, tmp_p
     assert "then refund" in banner
     assert Ticket.objects.filter(run__run_id="r-again").count() == 1  # the same ticket
     queue = client.get(reverse("ticket-queue")).content.decode()
-    row = queue[queue.index(f'data-ticket-url="/tickets/{ticket.pk}/"') :]
+    row = queue[queue.index(f'data-ticket-url="/tickets/{ticket.pk}/?queue="') :]
     assert "judged again</span>" in row[: row.index("</tr>")]
 
 
@@ -467,7 +469,7 @@ def test_the_cached_queue_shows_every_change_at_once(client, reviewer, second_re
     assert '<td class="holder">ravi</td>' not in client.get(url).content.decode()
     changes.ticket_claim(desk["run-partial"], revision=1, actor=second_reviewer)
     row = re.search(
-        rf'<tr data-ticket-url="/tickets/{desk["run-partial"].pk}/".*?</tr>',
+        rf'<tr data-ticket-url="/tickets/{desk["run-partial"].pk}/[?"].*?</tr>',
         client.get(url).content.decode(),
         re.S,
     )
@@ -521,7 +523,7 @@ def test_a_ticket_links_to_its_neighbours_in_the_queue_it_came_from(client, revi
     client.force_login(reviewer)
     order = queue_order(client, query)
     assert len(order) >= 2
-    came_from = f"?queue={quote(query)}" if query else ""
+    came_from = f"?queue={quote(query)}"
     for index, pk in enumerate(order):
         body = client.get(reverse("ticket-detail", args=[pk]) + came_from).content.decode()
         previous = re.search(r'href="/tickets/(\d+)/[^"]*" id="previous-ticket"', body)
@@ -534,6 +536,9 @@ def test_a_ticket_links_to_its_neighbours_in_the_queue_it_came_from(client, revi
         )
         back = f"{reverse('ticket-queue')}?{query}" if query else reverse("ticket-queue")
         assert f'href="{back}" id="back-to-queue"' in body.replace("&amp;", "&")
+    # Opened from elsewhere (a link), a ticket has no neighbours to move to.
+    body = client.get(reverse("ticket-detail", args=[order[0]])).content.decode()
+    assert 'id="next-ticket"' not in body and 'id="previous-ticket"' not in body
 
 
 def test_auto_advance_opens_the_next_ticket_after_a_change(client, reviewer, desk):
