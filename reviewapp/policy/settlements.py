@@ -29,7 +29,7 @@ from reviewapp.models import (
     Ticket,
 )
 from reviewapp.policy.versions import draft_document
-from reviewapp.review.changes import revisions_as_seen, tickets_close_settled
+from reviewapp.review.changes import Outcome, revisions_as_seen, tickets_close_settled
 from reviewapp.review.stamp import DataStamp
 
 # How many open tickets the proposal form's preview judges again while the browser waits
@@ -161,12 +161,18 @@ def settled_open_tickets(version: PolicyVersion):
     )
 
 
-def settled_tickets_close(*, version: PolicyVersion, actor, seen: DataStamp) -> str:
+def settled_tickets_close(
+    *, version: PolicyVersion, actor, seen: DataStamp, bulk: str = ""
+) -> Outcome:
     """Close, as explained by the newer policy, every open ticket labelled for `version` as
     the page rendered under `seen` showed them: one changed since is left alone and
     reported, one labelled since is left for another look."""
-    labelled = Ticket.objects.filter(settlements__policy_version=version)
-    outcome = tickets_close_settled(
-        revisions_as_seen(labelled, seen), actor=actor, version_number=version.number
+    return tickets_close_settled(
+        settled_as_seen(version, seen), actor=actor, version_number=version.number, bulk=bulk
     )
-    return outcome.summary("closed")
+
+
+def settled_as_seen(version: PolicyVersion, seen: DataStamp) -> dict[int, int]:
+    """The labelled tickets, each at the revision the page rendered under `seen` showed."""
+    labelled = Ticket.objects.filter(settlements__policy_version=version)
+    return revisions_as_seen(labelled, seen)

@@ -285,14 +285,17 @@ def tickets_close(
     return _close(expected, actor, _closing(resolution, cause, cause_text), note)
 
 
-def tickets_close_settled(expected: Mapping[int, int], *, actor, version_number: int) -> Outcome:
-    """Close as explained by a newer policy version, the one cause no reviewer picks."""
+def tickets_close_settled(
+    expected: Mapping[int, int], *, actor, version_number: int, bulk: str = ""
+) -> Outcome:
+    """Close as explained by a newer policy version, the one cause no reviewer picks;
+    `bulk` names the change for undoing, as in tickets_close."""
     closing = {
         "resolution": Ticket.Resolution.EXPLAINED,
         "cause": Ticket.Cause.POLICY,
         "cause_text": f"would be resolved under v{version_number}",
     }
-    return _close(expected, actor, closing)
+    return _close(expected, actor, closing, {"bulk": bulk} if bulk else None)
 
 
 def _close(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
@@ -31,6 +32,7 @@ from reviewapp.policy.versions import (
 )
 from reviewapp.review.errors import TicketActionError
 from reviewapp.review.stamp import DataStamp, data_stamp
+from reviewapp.views import review_bulk
 from reviewapp.views.replay import impact_context
 
 VERSIONS_PER_PAGE = 20
@@ -380,6 +382,7 @@ def settled_tickets(request: HttpRequest, number: int) -> HttpResponse:
         "page": page,
         "seen": data_stamp().text,
         "labelling": settlements.labelling_under_way(version),
+        "undo": review_bulk.undo_offer(request) if request.user.has_perm(WORK_TICKET) else None,
     }
     return render(request, "policy/settled.html", context)
 
@@ -387,14 +390,32 @@ def settled_tickets(request: HttpRequest, number: int) -> HttpResponse:
 @require_POST
 @permission_required(WORK_TICKET, raise_exception=True)
 def close_settled_view(request: HttpRequest, number: int) -> HttpResponse:
+    """First what it would close (held tickets named) and a confirmation; then the close,
+    which its author may undo for a while, like a bulk close from the queue."""
     version = get_object_or_404(PolicyVersion, number=number)
     try:
         seen = DataStamp.from_text(request.POST.get("seen", ""))
     except TicketActionError as error:
         messages.error(request, f"Not applied: {error}.")
-    else:
-        messages.success(
-            request,
-            settlements.settled_tickets_close(version=version, actor=request.user, seen=seen),
-        )
-    return redirect("policy-settled", number=number)
+        return redirect("policy-settled", number=number)
+    back = reverse("policy-settled", args=[number])
+    if request.POST.get("confirmed") != "1":
+        expected = settlements.settled_as_seen(version, seen)
+        if not expected:
+            messages.warning(request, "No open ticket is waiting on this version.")
+            return redirect(back)
+        action = reverse("policy-close-settled", args=[number])
+        return review_bulk.bulk_confirmation(request, expected, action=action, back=back)
+    bulk = uuid.uuid4().hex
+    outcome = settlements.settled_tickets_close(
+        version=version, actor=request.user, seen=seen, bulk=bulk
+    )
+    if outcome.changed:
+        request.session[review_bulk.UNDO_SESSION_KEY] = {
+            "bulk": bulk,
+            "count": len(outcome.changed),
+        }
+    messages.success(request, outcome.summary("closed"))
+    for stale in outcome.stale[:5]:
+        messages.warning(request, str(stale))
+    return redirect(back)

@@ -10,6 +10,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
@@ -42,7 +43,12 @@ def ticket_bulk(request: HttpRequest) -> HttpResponse:
         if data["operation"] == "close" and request.POST.get("confirmed") != "1":
             # Say what the close would take, held tickets first, and ask.
             changes.check_closing(data["resolution"], data["cause"], data["cause_text"])
-            return _bulk_confirmation(request, expected)
+            return bulk_confirmation(
+                request,
+                expected,
+                action=reverse("ticket-bulk"),
+                back=queue_url(queue.queue_filters(request.POST)),
+            )
         if data["operation"] == "close":
             bulk = uuid.uuid4().hex
             outcome = changes.tickets_close(
@@ -73,9 +79,11 @@ def ticket_bulk(request: HttpRequest) -> HttpResponse:
 UNDO_SESSION_KEY = "crosscheck.bulk_undo"
 
 
-def _bulk_confirmation(request: HttpRequest, expected: dict[int, int]) -> HttpResponse:
-    """The tickets a bulk close would close, as they are now, and the same post again with
-    `confirmed`: held tickets (someone else's above all) are named."""
+def bulk_confirmation(
+    request: HttpRequest, expected: dict[int, int], *, action: str, back: str
+) -> HttpResponse:
+    """The tickets a bulk close would close, as they are now, and the same post again (to
+    `action`) with `confirmed`: held tickets (someone else's above all) are named."""
     me = request.user.get_username()
     tickets: list[dict[str, Any]] = [
         {
@@ -96,7 +104,8 @@ def _bulk_confirmation(request: HttpRequest, expected: dict[int, int]) -> HttpRe
         "tickets": tickets,
         "held_by_others": [t for t in tickets if t["held_by_other"]],
         "posted": posted,
-        "back": queue_url(queue.queue_filters(request.POST)),
+        "action": action,
+        "back": back,
         "undo_minutes": changes.UNDO_SECONDS // 60,
     }
     return render(request, "review/bulk_confirm.html", context)

@@ -174,9 +174,8 @@ def test_open_tickets_a_version_would_settle_are_labelled_not_changed(
     ticket.refresh_from_db()
     assert ticket.state == "open" and ticket.verdict.kind == "conflict"
     seen = data_stamp()
-    assert settled_tickets_close(version=version, actor=second_reviewer, seen=seen).startswith(
-        "1 ticket closed"
-    )
+    outcome = settled_tickets_close(version=version, actor=second_reviewer, seen=seen)
+    assert outcome.summary("closed") == "1 ticket closed."
     ticket.refresh_from_db()
     assert (ticket.state, ticket.cause, ticket.cause_text) == (
         "closed",

@@ -58,6 +58,7 @@ def test_a_proposal_form_is_prefilled_from_a_ticket(client, reviewer):
     body = client.get(reverse("policy-propose"), {"ticket": ticket.pk}).content.decode()
     assert 'value="refund-service"' in body and 'value="send_status_message"' in body
     assert f'value="{ticket.pk}"' in body
+    assert f'<a href="/tickets/{ticket.pk}/">#{ticket.pk}</a>' in body  # the motivating ticket
 
 
 def test_the_proposer_gets_403_when_approving_their_own(client, approver):
@@ -287,3 +288,41 @@ def test_a_proposal_that_overlaps_a_rule_says_so(client, reviewer, approver):
         reverse("policy-propose-preview"), other, headers={"HX-Request": "true"}
     ).content.decode()
     assert "overlaps" not in body
+
+
+def test_closing_all_settled_shows_held_tickets_asks_and_can_be_undone(
+    client, reviewer, second_reviewer, approver
+):
+    from reviewapp.policy.settlements import settlements_label
+    from reviewapp.review import changes
+    from reviewapp.review.stamp import data_stamp
+
+    ingest_file(SPEC_DIR / "order-status.jsonl", channel="cli")
+    proposal = proposal_create(
+        user=reviewer,
+        kind="authoritative-source",
+        change={"field": "status", "source": "refund-service"},
+        rationale="x",
+    )
+    proposal_decide(proposal=proposal, user=approver, approve=True, reason="")
+    version = policy_version_publish(user=approver, reason="owners")
+    assert settlements_label(version) >= 1
+    labelled = list(version.settlements.values_list("ticket_id", flat=True))
+    held = Ticket.objects.get(pk=labelled[0])
+    changes.ticket_claim(held, revision=held.revision, actor=second_reviewer)
+    client.force_login(reviewer)
+    settled_url = reverse("policy-settled", args=[version.number])
+    page = client.get(settled_url).content.decode()
+    assert "<th>Holder</th>" in page and '<td class="holder">ravi</td>' in page
+    close_url = reverse("policy-close-settled", args=[version.number])
+    seen = data_stamp().text
+    confirm = client.post(close_url, {"seen": seen}).content.decode()
+    assert 'id="held-warning"' in confirm and f"#{held.pk}\n    (ravi)" in confirm
+    assert f'action="{close_url}"' in confirm
+    assert Ticket.objects.filter(pk__in=labelled, state="open").count() == len(labelled)
+    done = client.post(close_url, {"seen": seen, "confirmed": "1"}, follow=True).content.decode()
+    assert f"{len(labelled)} ticket" in done and 'id="undo-bulk"' in done
+    assert not Ticket.objects.filter(pk__in=labelled, state="open").exists()
+    bulk = re.search(r'name="bulk" value="([0-9a-f]+)"', done).group(1)
+    client.post(reverse("ticket-bulk-undo"), {"bulk": bulk, "next": settled_url})
+    assert Ticket.objects.filter(pk__in=labelled, state="open").count() == len(labelled)
