@@ -14,6 +14,19 @@ from django.db import models
 from reviewapp.models import guards
 
 
+def _unchecked_reference(model: str) -> models.ForeignKey:
+    """An optional reference the database does not check (see ReplayResult's run)."""
+    return models.ForeignKey(
+        model,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,
+        db_constraint=False,
+    )
+
+
 class FixtureSet(models.Model):
     """A named, immutable set of runs, each pinned at the record it had when frozen:
     records are never changed or removed, so later ingests cannot change what it holds."""
@@ -62,15 +75,7 @@ class FixtureRun(models.Model):
     fixture_set = models.ForeignKey(FixtureSet, on_delete=models.PROTECT, related_name="runs")
     run = models.ForeignKey("Run", on_delete=models.PROTECT, related_name="+", db_index=False)
     through_record_id = models.BigIntegerField()
-    recorded_judgement = models.ForeignKey(
-        "Judgement",
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="+",
-        db_index=False,
-        db_constraint=False,
-    )
+    recorded_judgement = _unchecked_reference("Judgement")
 
     class Meta:
         triggers = guards.append_only()
@@ -225,60 +230,12 @@ class ReplayResult(models.Model):
     entity = models.TextField(null=True, blank=True)
     field = models.TextField(blank=True)
     finding_kind = models.CharField(max_length=60, blank=True)
-    recorded_judgement = models.ForeignKey(
-        "Judgement",
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="+",
-        db_index=False,
-        db_constraint=False,
-    )
-    recorded_verdict = models.ForeignKey(
-        "Verdict",
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="+",
-        db_index=False,
-        db_constraint=False,
-    )
-    recorded_finding = models.ForeignKey(
-        "Finding",
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="+",
-        db_index=False,
-        db_constraint=False,
-    )
-    prospective_judgement = models.ForeignKey(
-        "Judgement",
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="+",
-        db_index=False,
-        db_constraint=False,
-    )
-    prospective_verdict = models.ForeignKey(
-        "Verdict",
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="+",
-        db_index=False,
-        db_constraint=False,
-    )
-    prospective_finding = models.ForeignKey(
-        "Finding",
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="+",
-        db_index=False,
-        db_constraint=False,
-    )
+    recorded_judgement = _unchecked_reference("Judgement")
+    recorded_verdict = _unchecked_reference("Verdict")
+    recorded_finding = _unchecked_reference("Finding")
+    prospective_judgement = _unchecked_reference("Judgement")
+    prospective_verdict = _unchecked_reference("Verdict")
+    prospective_finding = _unchecked_reference("Finding")
     changed = models.BooleanField()
     newly_resolved = models.BooleanField()
     newly_conflict = models.BooleanField()
@@ -290,15 +247,7 @@ class ReplayResult(models.Model):
     # A change none of the above names: the reason or rule, or a group only one side has.
     other_changed = models.BooleanField()
     # The group's ticket when replayed, and whether the prospective verdict settles it.
-    ticket = models.ForeignKey(
-        "Ticket",
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="+",
-        db_index=False,
-        db_constraint=False,
-    )
+    ticket = _unchecked_reference("Ticket")
     settles_ticket = models.BooleanField()
 
     class Meta:
