@@ -10,7 +10,7 @@ import pytest
 from django.core.cache import cache
 
 from reviewapp.review.changes import ticket_close
-from tests.browser import chromium, log_in
+from tests.browser import chromium, watched_page
 from tests.reports.traces import month_runs, tickets_of
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -24,32 +24,8 @@ def browser():
 
 @pytest.fixture
 def page(browser, live_server, viewer):
-    context = browser.new_context(accept_downloads=True)
-    page = context.new_page()
-    page.set_default_timeout(10_000)
-    errors = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.on(
-        "console",
-        lambda message: (
-            message.type == "error"
-            and not message.text.startswith("Failed to load resource")
-            and errors.append(message.text)
-        ),
-    )
-    page.on(
-        "response",
-        lambda response: (
-            response.status >= 400
-            and not response.url.endswith("/favicon.ico")
-            and errors.append(f"{response.status} {response.url}")
-        ),
-    )
-    log_in(page, live_server.url, "vera")
-    yield page
-    context.close()
-    # No script error, no refusal by the content security policy along the way.
-    assert errors == []
+    with watched_page(browser, live_server.url, "vera", accept_downloads=True) as page:
+        yield page
 
 
 def test_a_months_unexplained_count_is_its_tickets_in_the_queue_and_in_the_csv(

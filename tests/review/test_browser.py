@@ -9,7 +9,7 @@ from django.core.cache import cache
 
 from reviewapp.models import AuditEvent, Ticket
 from reviewapp.review import changes
-from tests.browser import chromium, log_in
+from tests.browser import chromium, watched_page
 from tests.seeding import desk_lines, ingest_lines, review_desk_trace
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -30,34 +30,9 @@ def desk(tmp_path):
 
 @pytest.fixture
 def page(browser, live_server, reviewer):
-    context = browser.new_context()
-    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
-    page = context.new_page()
-    page.set_default_timeout(10_000)
-    errors = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.on(
-        "console",
-        lambda message: (
-            message.type == "error"
-            and not message.text.startswith("Failed to load resource")
-            and errors.append(message.text)
-        ),
-    )
-    # Every request the pages make succeeds (but the favicon nobody drew).
-    page.on(
-        "response",
-        lambda response: (
-            response.status >= 400
-            and not response.url.endswith("/favicon.ico")
-            and errors.append(f"{response.status} {response.url}")
-        ),
-    )
-    log_in(page, live_server.url, "rita")
-    yield page
-    context.close()
-    # No script error and no refusal by the content security policy along the way.
-    assert errors == []
+    clipboard = ["clipboard-read", "clipboard-write"]
+    with watched_page(browser, live_server.url, "rita", permissions=clipboard) as page:
+        yield page
 
 
 def shown_ids(page) -> set[int]:

@@ -10,7 +10,7 @@ from reviewapp.demo.corpus import DEMO_POLICY, demo_lines
 from reviewapp.infra.days import Window
 from reviewapp.models import ShadowBatch, ShadowDesignation
 from reviewapp.policy.versions import policy_document_import, proposal_decide
-from tests.browser import chromium, log_in
+from tests.browser import chromium, watched_page
 from tests.shadow import brute
 from tests.shadow.conftest import demo_month, publish, shadow_document
 
@@ -25,32 +25,8 @@ def browser():
 
 @pytest.fixture
 def page(browser, live_server, approver):
-    context = browser.new_context()
-    page = context.new_page()
-    page.set_default_timeout(15_000)
-    errors = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.on(
-        "console",
-        lambda message: (
-            message.type == "error"
-            and not message.text.startswith("Failed to load resource")
-            and errors.append(message.text)
-        ),
-    )
-    page.on(
-        "response",
-        lambda response: (
-            response.status >= 400
-            and not response.url.endswith("/favicon.ico")
-            and errors.append(f"{response.status} {response.url}")
-        ),
-    )
-    log_in(page, live_server.url, "abel")
-    yield page
-    context.close()
-    # No script error, no refusal by the content security policy, no failed request.
-    assert errors == []
+    with watched_page(browser, live_server.url, "abel", timeout_ms=15000) as page:
+        yield page
 
 
 def test_a_draft_in_shadow_counts_what_it_would_newly_block(
