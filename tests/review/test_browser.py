@@ -343,6 +343,30 @@ def test_axe_finds_no_serious_or_critical_violation_on_the_desk(page, live_serve
     assert found == {path: [] for path in found}
 
 
+# The pages of the other browser tests (tallies, shadow, replay, policy), as a reviewer sees them.
+OTHER_PAGES = [
+    "/tallies/",
+    "/shadow/",
+    "/gate/",
+    "/replay/",
+    "/replay/fixtures/",
+    "/policy/propose/",
+    "/policy/draft/",
+    "/policy/diff/",
+    "/policy/proposals/",
+    "/tokens/",
+]
+
+
+def test_axe_finds_no_serious_or_critical_violation_on_the_other_pages(page, live_server, desk):
+    found = {}
+    for path in OTHER_PAGES:
+        page.goto(f"{live_server.url}{path}")
+        page.wait_for_load_state("load")
+        found[path] = serious_violations(page)
+    assert found == {path: [] for path in found}
+
+
 def test_a_phone_shows_every_page_within_its_width(page, live_server, desk):
     page.set_viewport_size({"width": 390, "height": 844})
     wide = {}
