@@ -4,86 +4,28 @@ ingestion, a worker killed mid-ingest, and one content re-delivered through ever
 import json
 import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.db import connection
 from django.urls import reverse
 
 from reviewapp.ingest.pipeline import ingest_file
 from reviewapp.ingest.tokens import create_token
 from reviewapp.models import IngestBatch, Run, Ticket, TraceLine
-from tests.paths import ROOT
+from tests.workers import celery_worker, wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 
-def wait_for(predicate, timeout: float, message: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {message}")
-
-
 @pytest.fixture(scope="module")
 def worker(django_db_blocker, tmp_path_factory):
-    """A worker process using the test database (its name is only known once pytest-django
-    has created it) and the test Redis, with one pool process, like a small deployment."""
-    assert os.environ.get("REDIS_URL"), (
-        "these tests need a real Redis: run them through scripts/test"
-    )
-    with django_db_blocker.unblock():
-        database = connection.settings_dict["NAME"]
-    base = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
+    """A worker with one pool process, like a small deployment."""
     log_path = tmp_path_factory.mktemp("worker") / "worker.log"
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"{base}/{database}",
-        "DJANGO_SETTINGS_MODULE": "tests.settings",
-        "UPLOAD_DIR": str(settings.UPLOAD_DIR),
-    }
-    log = log_path.open("w")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "reviewapp.celery",
-            "worker",
-            "--concurrency=1",
-            "--loglevel=INFO",
-            "--without-gossip",
-            "--without-mingle",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    wait_for(
-        lambda: "ready" in log_path.read_text() or process.poll() is not None,
-        60,
-        "the worker to start",
-    )
-    assert process.poll() is None, log_path.read_text()
-    yield process, log_path
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-    log.close()
+    extra = {"UPLOAD_DIR": str(settings.UPLOAD_DIR)}
+    with celery_worker(django_db_blocker, log_path, concurrency=1, env=extra) as process:
+        yield process, log_path
 
 
 def pool_children(pid: int) -> list[int]:
