@@ -334,6 +334,12 @@ INGEST_MAX_DECOMPRESSED_BYTES = env_int("INGEST_MAX_DECOMPRESSED_BYTES", 4 * 102
 # gzip (whose size says little of what it holds), by a worker.
 INGEST_INLINE_MAX_BYTES = env_int("INGEST_INLINE_MAX_BYTES", 1024 * 1024)
 
+# A delivery of at least INGEST_PARTS_MIN_BYTES is split into INGEST_PARTS parts, each
+# ingested by a worker of its own at once (ingest.parts; PostgreSQL only). Give the
+# workers at least that many pool processes between them. 1: never split.
+INGEST_PARTS = env_int("INGEST_PARTS", 2)
+INGEST_PARTS_MIN_BYTES = env_int("INGEST_PARTS_MIN_BYTES", 32 * 1024 * 1024)
+
 # Where OpenTelemetry tool results carry provenance (comma-separated keys, tried in
 # order); the standards name none, so each team says where its sources put them.
 OTEL_EXTRACTION_KEYS = {

@@ -11,6 +11,13 @@ def ingest_batch_task(batch_id: int) -> dict[str, int]:
 
 
 @app.task(acks_late=True, reject_on_worker_lost=True)
+def ingest_part_task(batch_id: int, index: int) -> None:
+    from reviewapp.ingest.parts import ingest_part
+
+    ingest_part(batch_id, index)
+
+
+@app.task(acks_late=True, reject_on_worker_lost=True)
 def label_settled_tickets_task(version_id: int) -> int:
     from reviewapp.models import PolicyVersion
     from reviewapp.policy.settlements import settlements_label

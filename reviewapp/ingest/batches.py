@@ -9,6 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
@@ -84,9 +85,19 @@ def create_batch(
     user: Any = None,
     token: Any = None,
     idempotency_key: str | None = None,
+    parts: int | None = None,
 ) -> IngestBatch:
+    """A batch for the file at `path`, split into `parts` (by default, as its size and
+    the settings say: ingest.parts)."""
+    from reviewapp.ingest.parts import parts_for  # parts builds on the pipeline, and on this
+
     sha256, size = digest or file_digest(path)
+    if parts is None:
+        parts = parts_for(
+            size, parts=settings.INGEST_PARTS, min_bytes=settings.INGEST_PARTS_MIN_BYTES
+        )
     return IngestBatch.objects.create(
+        parts=parts,
         channel=channel,
         file_name=file_name[:255],
         content_sha256=sha256,

@@ -45,7 +45,7 @@ from reviewapp.ingest.occurrences import OccurrenceCounter
 from reviewapp.ingest.runs import ensure_runs
 from reviewapp.ingest.stages import StageClock, atomic_write, counting, stage
 from reviewapp.ingest.writer import ChunkWriter
-from reviewapp.judging.policies import active_policy
+from reviewapp.judging.policies import ActivePolicy, active_policy
 from reviewapp.models import IngestBatch, Ticket, TraceLine
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ TRANSIENT_TRIES = 4
 def ingest_batch(batch: IngestBatch, *, progress: Progress | None = None) -> IngestSummary:
     """Read, store and judge one batch; safe to call again on the same batch, and from two
     workers at once (the second finds it taken and leaves it to the first)."""
-    with _batch_lock(batch.pk) as taken:
+    with batch_lock(batch.pk) as taken:
         if not taken:
             log.info("batch %s is being ingested elsewhere; left to that worker", batch.pk)
             return IngestSummary.of(IngestBatch.objects.get(pk=batch.pk))
@@ -81,43 +81,66 @@ def ingest_batch(batch: IngestBatch, *, progress: Progress | None = None) -> Ing
             error="",
             attempts=F("attempts") + 1,
         )
-        tries_left = TRANSIENT_TRIES
-        while True:
-            tries_left -= 1
-            try:
-                clock = StageClock()
-                with counting(clock):
-                    summary = _ingest_locked(batch, progress)
-                summary.stages = clock.rounded()
-                return summary
-            except OperationalError as exc:
-                if tries_left and _is_transient(exc):
-                    log.warning("batch %s: %s; starting it again", batch.pk, exc.__cause__)
-                    continue
-                _mark_failed(batch, exc)
-                raise
-            except Exception as exc:
-                _mark_failed(batch, exc)
-                raise
+        if seen.parts > 1:
+            # Split into parts, each stored by a worker of its own (ingest.parts, which
+            # builds on this module); the last part to finish ends the batch.
+            from reviewapp.ingest.parts import parts_dispatch
+
+            parts_dispatch(seen)
+            return IngestSummary.of(seen)
+        clock = StageClock()
+        with counting(clock):
+            summary = run_retrying(batch, lambda: _ingest_locked(batch, progress))
+        summary.stages = clock.rounded()
+        return summary
+
+
+def run_retrying[T](batch: IngestBatch, work: Callable[[], T]) -> T:
+    """`work` (storing or judging the batch's lines), started again after a transient
+    failure; any other failure marks the batch failed and is raised."""
+    tries_left = TRANSIENT_TRIES
+    while True:
+        tries_left -= 1
+        try:
+            return work()
+        except OperationalError as exc:
+            if tries_left and _is_transient(exc):
+                log.warning("batch %s: %s; starting it again", batch.pk, exc.__cause__)
+                continue
+            _mark_failed(batch, exc)
+            raise
+        except Exception as exc:
+            _mark_failed(batch, exc)
+            raise
 
 
 @contextmanager
-def _batch_lock(batch_pk: int) -> Iterator[bool]:
+def batch_lock(batch_pk: int, *, wait: bool = False) -> Iterator[bool]:
     """A PostgreSQL advisory lock on the batch for as long as this connection holds it
-    (a killed worker's connection ends, and the lock with it). SQLite serialises writers
-    by itself: there, every caller takes it."""
+    (a killed worker's connection ends, and the lock with it): taken if free, or, with
+    `wait`, once it is. SQLite serialises writers by itself: there, every caller takes it."""
+    with advisory_lock(BATCH_LOCK_SPACE, batch_pk, wait=wait) as taken:
+        yield taken
+
+
+@contextmanager
+def advisory_lock(first: int, second: int, *, wait: bool = False) -> Iterator[bool]:
+    """The PostgreSQL advisory lock (first, second) on this connection (see batch_lock)."""
     if connection.vendor != "postgresql":
         yield True
         return
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [BATCH_LOCK_SPACE, batch_pk])
-        taken = cursor.fetchone()[0]
+        if wait:
+            cursor.execute("SELECT pg_advisory_lock(%s, %s), true", [first, second])
+        else:
+            cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [first, second])
+        taken = cursor.fetchone()[-1]
     try:
         yield taken
     finally:
         if taken:
             with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [BATCH_LOCK_SPACE, batch_pk])
+                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [first, second])
 
 
 # The first key of every advisory lock on a batch (the second is its id).
@@ -131,9 +154,16 @@ def _is_transient(exc: OperationalError) -> bool:
 def _ingest_locked(batch: IngestBatch, progress: Progress | None) -> IngestSummary:
     active = active_policy()
     in_flight = RunsInFlight(active, batch)
-    lines = _store_file(batch, progress, in_flight)
+    lines = store_file(batch, in_flight, report=_batch_report(batch, progress))
     with atomic_write():
         in_flight.judge_rest()
+    return batch_finish(batch, lines=lines, active=active)
+
+
+def batch_finish(batch: IngestBatch, *, lines: int, active: ActivePolicy) -> IngestSummary:
+    """Once every line of the batch is stored (`lines` read in all): judge the runs it
+    touched that were not judged whole as the file went by, count what it holds, mark it
+    done and send it on to shadow judging."""
     judge_stored_runs(
         runs_to_judge(batch, active),
         active=active,
@@ -223,9 +253,22 @@ def ingest_file(
     return ingest_batch(batch, progress=progress)
 
 
-def _store_file(batch: IngestBatch, progress: Progress | None, in_flight: RunsInFlight) -> int:
-    """Store every line of the batch's file in chunks; return how many lines were read.
-    Each chunk is decoded here while the chunk before it is written (ingest.writer)."""
+def store_file(
+    batch: IngestBatch,
+    in_flight: RunsInFlight,
+    *,
+    report: Callable[[int], None],
+    take: Callable[[RawLine], bool] | None = None,
+) -> int:
+    """Store every line of the batch's file (with `take`, only the lines it takes) in
+    chunks; return how many lines were stored. Each chunk is decoded here while the chunk
+    before it is written (ingest.writer); `report` is told how far through the file each
+    written chunk ends, in its bytes.
+
+    A chunk is what is taken of a window of CHUNK_LINES lines of the file, by line number:
+    a run is judged from memory once a window passes without it (ingest.judge), and with
+    windows fixed by the file, that happens at the same line whoever reads it, however
+    many parts share it (ingest.parts)."""
     occurrences = OccurrenceCounter()
     meter = InflateMeter.of(batch.stored_path)
     with (
@@ -240,14 +283,21 @@ def _store_file(batch: IngestBatch, progress: Progress | None, in_flight: RunsIn
             max_decompressed=settings.INGEST_MAX_DECOMPRESSED_BYTES,
             meter=meter,
         )
+        window = 0
         for raw_line in lines:
-            chunk.append(raw_line)
-            if len(chunk) >= CHUNK_LINES:
+            line_window = raw_line.number // CHUNK_LINES
+            if line_window != window:
                 with stage("decode"):
                     prepared = prepare_chunk(batch, chunk, occurrences)
                 done = _position(stream.tell(), meter, batch.size_bytes)
-                writer.submit(_store_and_report, batch, prepared, in_flight, done, progress)
-                chunk = []
+                writer.submit(_store_and_report, batch, prepared, in_flight, done, report)
+                if line_window > window + 1:
+                    # A window of the file with nothing to store here: every run held
+                    # has been passed by it.
+                    writer.submit(_store_chunk, batch, [], in_flight)
+                chunk, window = [], line_window
+            if take is None or take(raw_line):
+                chunk.append(raw_line)
         with stage("decode"):
             prepared = prepare_chunk(batch, chunk, occurrences)
         writer.submit(_store_chunk, batch, prepared, in_flight)
@@ -259,10 +309,10 @@ def _store_and_report(
     lines: list[Line],
     in_flight: RunsInFlight,
     done: int,
-    progress: Progress | None,
+    report: Callable[[int], None],
 ) -> int:
     count = _store_chunk(batch, lines, in_flight)
-    _report(batch, done, progress)
+    report(done)
     return count
 
 
@@ -276,14 +326,20 @@ def _position(read: int, meter: InflateMeter | None, size: int) -> int:
     return int(size * fraction)
 
 
-def _report(batch: IngestBatch, done: int, progress: Progress | None) -> None:
-    IngestBatch.objects.filter(pk=batch.pk).update(bytes_done=done, heartbeat_at=timezone.now())
-    if progress:
-        progress(done, batch.size_bytes)
+def _batch_report(batch: IngestBatch, progress: Progress | None) -> Callable[[int], None]:
+    def report(done: int) -> None:
+        IngestBatch.objects.filter(pk=batch.pk).update(bytes_done=done, heartbeat_at=timezone.now())
+        if progress:
+            progress(done, batch.size_bytes)
+
+    return report
 
 
 def _store_chunk(batch: IngestBatch, lines: list[Line], in_flight: RunsInFlight) -> int:
     if not lines:
+        if in_flight.held:
+            with atomic_write():
+                in_flight.take([], {})
         return 0
     with atomic_write():
         runs = ensure_runs([line.unit for line in lines if line.unit])

@@ -5,7 +5,15 @@ Lines, records, judgements, verdicts and findings are written once and never cha
 run judged again gets a new judgement beside the old one. Tickets are the work items that
 move; every move of a ticket is an AuditEvent."""
 
-from reviewapp.models.ingest import ApiToken, IngestBatch, Run, ServicePulse, TraceLine, TraceRecord
+from reviewapp.models.ingest import (
+    ApiToken,
+    IngestBatch,
+    IngestPart,
+    Run,
+    ServicePulse,
+    TraceLine,
+    TraceRecord,
+)
 from reviewapp.models.judging import Finding, Judgement, Verdict
 from reviewapp.models.policy import (
     PolicyCandidate,
@@ -50,6 +58,7 @@ __all__ = [
     "FixtureSet",
     "FixtureSuiteMark",
     "IngestBatch",
+    "IngestPart",
     "Judgement",
     "MonthClosing",
     "PolicyCandidate",

@@ -77,6 +77,9 @@ class IngestBatch(models.Model):
     error = models.TextField(blank=True)
     # How many times a worker has started on it: a failed batch is tried again a few times.
     attempts = models.PositiveIntegerField(default=0)
+    # Into how many parts its lines are split, each ingested by a worker of its own
+    # (ingest.parts); 1: one worker reads and stores it all.
+    parts = models.PositiveSmallIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     # Set when sent to a worker, then moved by every committed chunk and judging step: a
@@ -109,6 +112,38 @@ class IngestBatch(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.state in (self.State.DONE, self.State.FAILED)
+
+
+class IngestPart(models.Model):
+    """One worker's share of a batch split into parts (ingest.parts)."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    batch = models.ForeignKey(IngestBatch, on_delete=models.PROTECT, related_name="part_rows")
+    index = models.PositiveSmallIntegerField()
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
+    # How far through the batch's file this part has read (every part reads all of it).
+    bytes_done = models.BigIntegerField(default=0)
+    # The units of the file that are this part's.
+    lines = models.PositiveIntegerField(default=0)
+    # Seconds by ingest stage (ingest.stages), as its worker counted them.
+    stages = models.JSONField(default=dict, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["batch", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["batch", "index"], name="ingest_part_per_batch")
+        ]
+
+    def __str__(self) -> str:
+        return f"part {self.index + 1} of batch {self.batch_id}"
 
 
 class ServicePulse(models.Model):

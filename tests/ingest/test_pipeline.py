@@ -222,7 +222,8 @@ def test_an_older_judgement_never_replaces_a_newer_current_one(tmp_path):
 def test_a_run_appended_to_by_another_delivery_mid_ingest_is_judged_on_all_its_lines(
     tmp_path, monkeypatch
 ):
-    monkeypatch.setattr(ingestion, "CHUNK_LINES", 2)
+    # Windows of three file lines: lines 1-2, then 3-5 (chunks follow line numbers).
+    monkeypatch.setattr(ingestion, "CHUNK_LINES", 3)
     first = b"\n".join(
         [
             observation("r1", "o1", "a", "paid"),
@@ -415,7 +416,8 @@ def test_a_batch_interrupted_mid_way_finishes_on_retry_without_doubles(tmp_path,
     failed = IngestBatch.objects.get()
     assert failed.state == "failed"
     assert "internal error (RuntimeError)" in failed.error and "worker lost" not in failed.error
-    assert TraceLine.objects.count() == 6  # two whole chunks, nothing partial
+    # Two whole chunks (lines 1-2 and 3-5: chunks follow line numbers), nothing partial.
+    assert TraceLine.objects.count() == 5
     monkeypatch.setattr(ingestion, "_store_chunk", real_store)
     summary = ingest_batch(batch)
     assert summary.as_dict() == {

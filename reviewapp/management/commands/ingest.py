@@ -6,9 +6,11 @@ import json
 import sys
 
 from django.core.management.base import BaseCommand, CommandParser
+from django.db import connection
 
 from reviewapp.ingest.batches import IngestSummary, expand_paths
 from reviewapp.ingest.files import TraceFileError, open_trace_file
+from reviewapp.ingest.parts import PartsFailed, ingest_file_in_parts
 from reviewapp.ingest.pipeline import ingest_file
 from reviewapp.ingest.sniff import file_binary_kind, refusal
 from reviewapp.models import IngestBatch
@@ -50,8 +52,22 @@ class Command(BaseCommand):
             action="store_true",
             help="with --json: add the seconds spent in each stage (decode, judge, write, commit)",
         )
+        parser.add_argument(
+            "--parts",
+            type=int,
+            default=1,
+            help="split each file into this many parts, ingested at once by Celery workers "
+            "(PostgreSQL; the workers must be running); stages then sum every worker's seconds",
+        )
 
     def handle(self, *args, **options) -> None:
+        parts = options["parts"]
+        if parts < 1:
+            sys.stderr.write("ingest: --parts must be at least 1\n")
+            raise SystemExit(2)
+        if parts > 1 and connection.vendor != "postgresql":
+            sys.stderr.write("ingest: --parts needs PostgreSQL (SQLite takes one writer)\n")
+            raise SystemExit(2)
         files = expand_paths(options["paths"])
         for path in files:
             try:
@@ -66,7 +82,15 @@ class Command(BaseCommand):
         total = IngestSummary()
         for path in files:
             bar = ProgressBar(str(path))
-            summary = ingest_file(path, channel=IngestBatch.Channel.CLI, progress=bar)
+            if parts > 1:
+                try:
+                    summary = ingest_file_in_parts(path, parts=parts, progress=bar)
+                except PartsFailed as exc:
+                    bar.finish()
+                    sys.stderr.write(f"ingest: {path}: {exc}\n")
+                    raise SystemExit(1) from None
+            else:
+                summary = ingest_file(path, channel=IngestBatch.Channel.CLI, progress=bar)
             bar.finish()
             total.add(summary)
             if not options["json"]:

@@ -1,0 +1,235 @@
+"""A large delivery ingested by several workers at once, ending as one worker's would.
+
+The batch is split into parts, each ingested by a Celery worker of its own, on this
+machine or another. Every part reads the whole file and stores only the units that are
+its own: every line of a native run goes to the part its runId falls to, so no run spans
+two parts and each part stores and judges its runs in line order, exactly as a serial
+ingest does. Every other unit (a line that is not JSON, an external export) goes to the
+first part, in file order, as in a serial ingest. Identical lines thus always meet in
+one part and are numbered there as occurrences just as in the whole file: the lines'
+identities, hence re-delivery, are those of a serial ingest. Reading is cheap beside storing: a part pays a light decode (the runId alone)
+of each line it leaves to another.
+
+The last part to finish ends the batch with the serial ingest's own final sweep, which
+judges the runs the batch touched that no part judged whole (a run an earlier delivery
+began; a run both native lines and an export brought), then counts.
+
+A part is safe to run again, and two workers handed one part leave it to the first
+(as a batch: an advisory lock). A part that fails fails its batch, which is sent again
+as any failed batch is (ingest.batches), and then runs only its parts not done.
+
+Known differences from a serial ingest: when one file holds both native lines and an
+external export of the same run, its records from the two are ordered by which part
+stored them first, not by line; a file of external exports only is stored by one part.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from django.db import connection, transaction
+from django.db.models import F, Min, OuterRef, Subquery
+from django.utils import timezone
+
+from reviewapp.celery import app
+from reviewapp.ingest.batches import IngestSummary
+from reviewapp.ingest.files import RawLine
+from reviewapp.ingest.judge import RunsInFlight
+from reviewapp.ingest.pipeline import (
+    Progress,
+    advisory_lock,
+    batch_finish,
+    batch_lock,
+    run_retrying,
+    store_file,
+)
+from reviewapp.ingest.stages import STAGES, StageClock, atomic_write, counting
+from reviewapp.judging.policies import active_policy
+from reviewapp.models import IngestBatch, IngestPart
+
+log = logging.getLogger(__name__)
+
+# The task a worker ingests one part with (reviewapp.tasks), sent by name.
+PART_TASK = "reviewapp.tasks.ingest_part_task"
+# The first key of the advisory lock on a part is minus its batch's id (the second is
+# its index): never the key of a batch's own lock, whose first key is positive.
+
+
+def parts_for(size_bytes: int, *, parts: int, min_bytes: int) -> int:
+    """Into how many parts a delivery of this size is split: `parts` from `min_bytes` on,
+    and on PostgreSQL only (SQLite takes one writer at a time)."""
+    if connection.vendor != "postgresql" or size_bytes < min_bytes:
+        return 1
+    return max(1, parts)
+
+
+class _RunKey(msgspec.Struct):
+    runId: Any = None  # noqa: N815 (the trace format's own key)
+
+
+_run_key = msgspec.json.Decoder(_RunKey).decode
+
+
+def part_of(raw_line: RawLine, parts: int) -> int:
+    """Which part a unit is stored by: a native line's by its runId, any other by part 0.
+
+    So identical lines always go together, and the units of external exports are stored
+    in file order among themselves (of two exports of one span, the first is kept)."""
+    if raw_line.error is None:
+        try:
+            run_id = _run_key(raw_line.payload).runId
+        except msgspec.MsgspecError:
+            return 0
+        if run_id.__class__ is str:
+            return zlib.crc32(run_id.encode("utf-8", "surrogatepass")) % parts
+    return 0
+
+
+def parts_create(batch: IngestBatch) -> None:
+    """The batch's parts, those not made yet."""
+    IngestPart.objects.bulk_create(
+        [IngestPart(batch=batch, index=index) for index in range(batch.parts)],
+        ignore_conflicts=True,
+    )
+
+
+def parts_dispatch(batch: IngestBatch) -> None:
+    """Send every part of the batch not done yet to a worker (once the transaction
+    commits); with all done, part 0 again, which ends the batch."""
+    parts_create(batch)
+    pending = list(
+        IngestPart.objects.filter(batch=batch)
+        .exclude(state=IngestPart.State.DONE)
+        .values_list("index", flat=True)
+    )
+    IngestPart.objects.filter(batch=batch, state=IngestPart.State.FAILED).update(
+        state=IngestPart.State.QUEUED
+    )
+    for index in pending or [0]:
+        transaction.on_commit(
+            lambda index=index: app.send_task(PART_TASK, args=[batch.pk, index]), robust=True
+        )
+
+
+def ingest_part(batch_id: int, index: int) -> None:
+    """Store the part's lines and judge its runs; then, if it is the last part to finish,
+    end the batch."""
+    batch = IngestBatch.objects.get(pk=batch_id)
+    with advisory_lock(-batch.pk, index) as taken:
+        if not taken:
+            log.info("part %s of batch %s is being ingested elsewhere", index, batch.pk)
+            return
+        part = IngestPart.objects.get(batch=batch, index=index)
+        if part.state != IngestPart.State.DONE:
+            _store_part(batch, part)
+    _finish_when_all_done(batch.pk)
+
+
+def _store_part(batch: IngestBatch, part: IngestPart) -> None:
+    IngestPart.objects.filter(pk=part.pk).update(
+        state=IngestPart.State.RUNNING,
+        started_at=timezone.now(),
+        attempts=F("attempts") + 1,
+    )
+    parts = batch.parts
+
+    def take(raw_line: RawLine) -> bool:
+        return part_of(raw_line, parts) == part.index
+
+    def report(done: int) -> None:
+        IngestPart.objects.filter(pk=part.pk).update(bytes_done=done)
+        # The batch is as far as its slowest part.
+        slowest = (
+            IngestPart.objects.filter(batch=OuterRef("pk"))
+            .order_by()
+            .values("batch")
+            .annotate(done=Min("bytes_done"))
+            .values("done")
+        )
+        IngestBatch.objects.filter(pk=batch.pk).update(
+            bytes_done=Subquery(slowest), heartbeat_at=timezone.now()
+        )
+
+    def store() -> int:
+        in_flight = RunsInFlight(active_policy(), batch)
+        lines = store_file(batch, in_flight, report=report, take=take)
+        with atomic_write():
+            in_flight.judge_rest()
+        return lines
+
+    clock = StageClock()
+    try:
+        with counting(clock):
+            lines = run_retrying(batch, store)
+    except Exception:
+        IngestPart.objects.filter(pk=part.pk).update(
+            state=IngestPart.State.FAILED, finished_at=timezone.now()
+        )
+        raise
+    IngestPart.objects.filter(pk=part.pk).update(
+        state=IngestPart.State.DONE,
+        lines=lines,
+        stages=clock.rounded(),
+        bytes_done=batch.size_bytes,
+        finished_at=timezone.now(),
+    )
+
+
+def _finish_when_all_done(batch_pk: int) -> None:
+    """End the batch if every part is done and nobody has ended it. Each part marks itself
+    done before it looks, and looks under the batch's lock: of two parts ending at once,
+    the second to look sees both done."""
+    with batch_lock(batch_pk, wait=True):
+        batch = IngestBatch.objects.get(pk=batch_pk)
+        if batch.state == IngestBatch.State.DONE:
+            return
+        parts = list(IngestPart.objects.filter(batch=batch).values_list("state", "lines"))
+        if len(parts) < batch.parts or any(state != IngestPart.State.DONE for state, _ in parts):
+            return
+        lines = sum(lines for _, lines in parts)
+        run_retrying(batch, lambda: batch_finish(batch, lines=lines, active=active_policy()))
+        log.info("batch %s: its %s parts are in; ended", batch.pk, batch.parts)
+
+
+class PartsFailed(Exception):
+    """A batch split into parts that failed; the message is its error."""
+
+
+def ingest_file_in_parts(
+    path: Path, *, parts: int, progress: Progress | None = None, poll: float = 0.2
+) -> IngestSummary:
+    """Ingest a file where it lies (the command line) in `parts` parts, each by a worker:
+    send them, then wait for the last to end the batch."""
+    from reviewapp.ingest.batches import create_batch
+    from reviewapp.ingest.pipeline import ingest_batch
+
+    batch = create_batch(
+        channel=IngestBatch.Channel.CLI, path=path.resolve(), file_name=str(path), parts=parts
+    )
+    ingest_batch(batch)
+    while True:
+        batch.refresh_from_db()
+        if progress:
+            progress(batch.bytes_done, batch.size_bytes)
+        if batch.state == IngestBatch.State.DONE:
+            return parts_summary(batch)
+        if batch.state == IngestBatch.State.FAILED:
+            raise PartsFailed(batch.error)
+        time.sleep(poll)
+
+
+def parts_summary(batch: IngestBatch) -> IngestSummary:
+    """The batch's summary, its stages the sum of its parts' (seconds of every worker)."""
+    summary = IngestSummary.of(batch)
+    summary.batch_pks = {batch.pk}
+    seconds = dict.fromkeys(STAGES, 0.0)
+    for stages in IngestPart.objects.filter(batch=batch).values_list("stages", flat=True):
+        for name, value in stages.items():
+            seconds[name] = seconds.get(name, 0.0) + value
+    summary.stages = {name: round(value, 6) for name, value in seconds.items()}
+    return summary
