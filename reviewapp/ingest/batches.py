@@ -42,12 +42,14 @@ class IngestSummary:
     stages: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
 
     def add(self, other: IngestSummary) -> None:
+        first = not self.batch_pks
         for name in ("lines", "accepted", "duplicates", "rejected", "tickets", "ignored"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.batch_pks |= other.batch_pks
         for stage, seconds in other.stages.items():
             self.stages[stage] = round(self.stages.get(stage, 0.0) + seconds, 6)
-        self.runs = count_runs_touched(self.batch_pks)
+        # Runs two batches share count once: counted again, unless there is one batch.
+        self.runs = other.runs if first else count_runs_touched(self.batch_pks)
 
     def as_dict(self) -> dict[str, int]:
         return {

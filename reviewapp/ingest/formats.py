@@ -31,7 +31,10 @@ class DecodedUnit:
 
     @property
     def run_ids(self) -> list[str]:
-        return sorted({record.run_id for record in self.records})
+        records = self.records
+        if len(records) == 1:  # a native line: asked for three times a line
+            return [records[0].run_id]
+        return sorted({record.run_id for record in records})
 
     @property
     def span_keys(self) -> list[str]:

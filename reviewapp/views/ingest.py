@@ -122,6 +122,8 @@ def _batch_state(request: HttpRequest, batch: IngestBatch) -> dict:
         "can_ingest": request.user.has_perm(INGEST),
         "worker_silent": None if batch.is_finished else silent_since("worker"),
         "so_far": batch_so_far(batch) if running else None,
+        # A batch split into parts (ingest.parts): each worker's share and how far it is.
+        "parts": list(batch.part_rows.all()) if batch.parts > 1 else [],
     }
 
 

@@ -307,3 +307,18 @@ def test_a_run_goes_to_one_part_and_identical_lines_together():
             assert part_of(raw(3, other), parts) == 0
     spread = {part_of(raw(2, line(runId=f"r{n}", type="x")), 4) for n in range(40)}
     assert spread == {0, 1, 2, 3}
+
+
+def test_the_batch_page_shows_each_part(tmp_path, client, reviewer):
+    from django.urls import reverse
+
+    trace = tmp_path / "mixed.jsonl"
+    trace.write_bytes(mixed_trace(seed=3))
+    batch = ingest_in_parts(trace, 2, [0, 1])
+    client.force_login(reviewer)
+    page = client.get(reverse("batch-detail", args=[batch.public_id])).content.decode()
+    assert "In 2 parts, each stored by a worker of its own" in page
+    lines = list(IngestPart.objects.filter(batch=batch).values_list("lines", flat=True))
+    for index, count in enumerate(lines, 1):
+        assert f"<tr><td>{index}</td>" in page and f"<td>{count}</td></tr>" in page
+    assert page.count("state-done") >= 3  # the batch and its two parts
