@@ -272,12 +272,12 @@ def test_sqlite_makes_only_an_active_judgement_current(sqlite_database):
             db.execute("UPDATE reviewapp_run SET current_judgement_id = 2")
 
 
-# The foreign keys of lines and records are checked once per statement (guards.references
+# The foreign keys of lines, records and tickets are checked once per statement (guards.references
 # and guards.referenced), not row by row at commit: each still refuses what one refuses.
 POINTING_AT_NOTHING = 10**12
 
 
-def test_postgresql_refuses_a_line_or_record_pointing_at_no_row(every_table_has_a_row):
+def test_postgresql_refuses_a_line_record_or_ticket_pointing_at_no_row(every_table_has_a_row):
     from reviewapp.infra.bulk import insert_rows
 
     record = TraceRecord.objects.first()
@@ -318,6 +318,16 @@ def test_postgresql_refuses_a_line_or_record_pointing_at_no_row(every_table_has_
             Finding.objects.create(
                 judgement_id=judgement_pk, run_id=run_pk, position=99, kind="k", evidence={}
             )
+    ticket = Ticket.objects.exclude(verdict=None).first()
+    assert ticket is not None
+    for field in ("run_id", "verdict_id", "judgement_id", "batch_id"):
+        copy = {f.attname: getattr(ticket, f.attname) for f in Ticket._meta.concrete_fields} | {
+            "id": None,
+            "key": f"other-{field}",
+            field: POINTING_AT_NOTHING,
+        }
+        with pytest.raises(IntegrityError, match="points at no row"), transaction.atomic():
+            Ticket.objects.create(**copy)
     # Pointing at rows that are there is fine.
     with transaction.atomic():
         insert_rows(
@@ -366,8 +376,8 @@ def test_sqlite_refuses_a_record_pointing_at_no_row_and_deleting_what_is_pointed
         db.execute(
             "INSERT INTO reviewapp_ingestbatch (id, public_id, channel, file_name, "
             "content_sha256, size_bytes, stored_path, state, lines, accepted, duplicates, "
-            "rejected, runs, tickets, ignored, bytes_done, attempts, error, created_at) VALUES "
-            "(7, 'b7', 'cli', 'f', 'x', 0, '', 'done', 0, 0, 0, 0, 0, 0, 0, 0, 0, '', "
+            "rejected, runs, tickets, ignored, bytes_done, attempts, parts, error, created_at) "
+            "VALUES (7, 'b7', 'cli', 'f', 'x', 0, '', 'done', 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, '', "
             "'2026-11-30')"
         )
         with pytest.raises(sqlite3.IntegrityError, match="points at no row"):

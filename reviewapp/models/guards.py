@@ -168,7 +168,12 @@ def _statement_check(*, name: str, operation, bad: str, message: str) -> pgtrigg
 
 FOREIGN_KEY = "USING ERRCODE = 'foreign_key_violation'"
 # Parents named by references() whose rows are never deleted (their own append_only()).
-APPEND_ONLY_TABLES = {"reviewapp_traceline", "reviewapp_judgement"}
+APPEND_ONLY_TABLES = {
+    "reviewapp_traceline",
+    "reviewapp_judgement",
+    "reviewapp_verdict",
+    "reviewapp_finding",
+}
 
 
 def references(*links: tuple[str, str]) -> list[pgtrigger.Trigger]:

@@ -88,7 +88,9 @@ class IngestBatch(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        triggers = guards.referenced(("reviewapp_traceline", "batch_id"))
+        triggers = guards.referenced(
+            ("reviewapp_traceline", "batch_id"), ("reviewapp_ticket", "batch_id")
+        )
         ordering = ["-created_at", "-id"]
         constraints = [
             models.UniqueConstraint(
@@ -175,6 +177,7 @@ class Run(models.Model):
             ("reviewapp_judgement", "run_id"),
             ("reviewapp_verdict", "run_id"),
             ("reviewapp_finding", "run_id"),
+            ("reviewapp_ticket", "run_id"),
         )
         ordering = ["-started_at", "-id"]
         constraints = [models.UniqueConstraint(fields=["run_id"], name="run_id_unique")]
