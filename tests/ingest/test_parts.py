@@ -1,7 +1,7 @@
 """A delivery split into parts, each stored by a worker of its own (ingest.parts), ends as
 a serial ingest of the same file would: the same lines, runs, records in the same order,
 verdicts, findings and tickets. Here the parts run in this process, in a shuffled order;
-tests/ingest/test_worker.py runs them on real workers at once."""
+tests/ingest/test_parts_workers.py runs them on real workers at once."""
 
 import json
 import random
@@ -25,6 +25,7 @@ from reviewapp.models import (
     TraceRecord,
     Verdict,
 )
+from reviewapp.review.opening import TICKET_COLUMNS
 from tests.paths import OTEL, SPEC
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -161,22 +162,7 @@ def snapshot(batch: IngestBatch) -> dict:
         ),
         "tickets": sorted(
             (run_ids[run], *rest)
-            for run, *rest in Ticket.objects.values_list(
-                "run",
-                "key",
-                "kind",
-                "entity",
-                "field",
-                "finding_kind",
-                "reason",
-                "action",
-                "unsafe",
-                "sources",
-                "agent",
-                "fingerprint",
-                "disputed",
-                "policy_number",
-            )
+            for run, *rest in Ticket.objects.values_list("run", *TICKET_CONTENT)
         ),
         "summary": (
             batch.state,
@@ -189,6 +175,10 @@ def snapshot(batch: IngestBatch) -> dict:
             batch.ignored,
         ),
     }
+
+
+# What a ticket says, without the ids of the rows it points at.
+TICKET_CONTENT = [column for column in TICKET_COLUMNS if not column.endswith("_id")]
 
 
 def _records_by_run() -> dict[int, list]:
