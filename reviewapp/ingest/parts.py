@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import time
 import zlib
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -111,9 +112,11 @@ def parts_dispatch(batch: IngestBatch) -> None:
         state=IngestPart.State.QUEUED
     )
     for index in pending or [0]:
-        transaction.on_commit(
-            lambda index=index: app.send_task(PART_TASK, args=[batch.pk, index]), robust=True
-        )
+        transaction.on_commit(partial(_send_part, batch.pk, index), robust=True)
+
+
+def _send_part(batch_pk: int, index: int) -> None:
+    app.send_task(PART_TASK, args=[batch_pk, index])
 
 
 def ingest_part(batch_id: int, index: int) -> None:
