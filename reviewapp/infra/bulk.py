@@ -57,12 +57,29 @@ def insert_rows(
         connection.cursor() as cursor,
         cursor.cursor.copy(statement) as copy,
     ):
-        for index, row in enumerate(rows):
-            values = ([ids[index]] if return_ids else []) + list(row) + constant
-            for i in json_at:
-                values[i] = _encoded(values[i])
-            copy.write_row(values)
+        write_row = copy.write_row
+        if json_at:
+            for values in _with_ids(rows, ids, constant):
+                for i in json_at:
+                    values[i] = _encoded(values[i])
+                write_row(values)
+        elif return_ids:
+            for row_id, row in zip(ids, rows, strict=True):
+                write_row((row_id, *row, *constant))
+        else:
+            for row in rows:
+                write_row((*row, *constant))
     return ids
+
+
+def _with_ids(rows: Sequence[Sequence[Any]], ids: list[int], constant: list[Any]):
+    """Each row as a list of its COPY values: its id first, when it has one."""
+    if ids:
+        for row_id, row in zip(ids, rows, strict=True):
+            yield [row_id, *row, *constant]
+    else:
+        for row in rows:
+            yield [*row, *constant]
 
 
 def reserve_ids(model: type[models.Model], count: int) -> list[int]:
