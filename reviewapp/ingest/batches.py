@@ -94,10 +94,12 @@ def create_batch(
     from reviewapp.ingest.parts import parts_for  # parts builds on the pipeline, and on this
 
     sha256, size = digest or file_digest(path)
+    if parts is None and channel == IngestBatch.Channel.OTLP:
+        parts = 1  # OTLP spans are an external format: one part would store them all
     if parts is None:
-        parts = parts_for(
-            size, parts=settings.INGEST_PARTS, min_bytes=settings.INGEST_PARTS_MIN_BYTES
-        )
+        # What is ingested while the client waits (ingest.receive) is never split.
+        smallest = max(settings.INGEST_PARTS_MIN_BYTES, settings.INGEST_INLINE_MAX_BYTES + 1)
+        parts = parts_for(size, parts=settings.INGEST_PARTS, min_bytes=smallest)
     return IngestBatch.objects.create(
         parts=parts,
         channel=channel,
