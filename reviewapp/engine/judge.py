@@ -6,7 +6,7 @@ Only line order inside the run matters; timestamps and arrival order never decid
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any
 
 import msgspec
@@ -84,9 +84,9 @@ class _FieldPlan(msgspec.Struct, frozen=True, gc=False):
     normalize: Callable[[Any], Any]
     # A top-level key of this name is a value (reserved keys never are).
     top_level: bool
-    # The rules whose `field` matches this one, in document order; actions are the
-    # group's to match.
-    rules: tuple[Rule, ...]
+    # The rules whose `field` matches this one, in document order (actions are the group's
+    # to match), each with the canonical forms of its unlessValues.
+    rules: tuple[tuple[Rule, frozenset[Hashable]], ...]
 
 
 class _Group(msgspec.Struct, gc=False):
@@ -149,7 +149,9 @@ def _higher_source_revision(rule: Rule, group: _Group) -> Any:
     return ABSENT if tied else group.values[chosen]
 
 
-def _authoritative_source(rule: Rule, group: _Group, normalized: list[Any]) -> Any:
+def _authoritative_source(
+    rule: Rule, unless: frozenset[Hashable], group: _Group, normalized: list[Any]
+) -> Any:
     """The source's value when its observations agree and no value is an unless-value;
     ABSENT when the rule does not apply."""
     source = rule.source
@@ -158,10 +160,11 @@ def _authoritative_source(rule: Rule, group: _Group, normalized: list[Any]) -> A
         return ABSENT
     if not _all_equal([normalized[i] for i in owned]):
         return ABSENT
-    if rule.unless_values:
-        unless = {canonical(v) for v in rule.unless_values}
-        if any(canonical(v) in unless for v in normalized):
-            return ABSENT
+    if unless:
+        for value in normalized:
+            # A string is its own canonical form.
+            if (value if type(value) is str else canonical(value)) in unless:
+                return ABSENT
     return group.values[owned[0]]
 
 
@@ -189,7 +192,7 @@ def _verdict_for_group(
     normalized = [normalize(value) for value in group.values]
     if _all_equal(normalized):
         return CONFIRMED, None, None, normalized[0]
-    for rule in group.plan.rules:
+    for rule, unless in group.plan.rules:
         if rule.actions is not None and action not in rule.actions:
             continue
         if rule.kind == REQUIRE_REVIEW:
@@ -197,7 +200,7 @@ def _verdict_for_group(
         if rule.kind == HIGHER_SOURCE_REVISION:
             chosen = _higher_source_revision(rule, group)
         elif rule.kind == AUTHORITATIVE_SOURCE:
-            chosen = _authoritative_source(rule, group, normalized)
+            chosen = _authoritative_source(rule, unless, group, normalized)
         else:
             continue
         if chosen is not ABSENT:
@@ -217,7 +220,11 @@ def _field_plans(policy: Policy) -> tuple[_FieldPlan, ...]:
                 name,
                 field.normalizer.function(),
                 name not in RESERVED_OBSERVATION_KEYS,
-                tuple(r for r in policy.rules if r.field == ANY_FIELD or r.field == name),
+                tuple(
+                    (rule, frozenset([canonical(value) for value in rule.unless_values]))
+                    for rule in policy.rules
+                    if rule.field == ANY_FIELD or rule.field == name
+                ),
             )
         )
     return tuple(plans)
@@ -248,7 +255,7 @@ def _judge_run(
         elif type(record) is ToolCall:
             call_list.append(record)
             if record.tool_call_id in calls:
-                collector.add("duplicate-tool-call-id", [record.tool_call_id])
+                collector.add_one("duplicate-tool-call-id", record.tool_call_id)
             else:
                 calls[record.tool_call_id] = record
         elif type(record) is AgentAction:
@@ -268,7 +275,7 @@ def _judge_run(
     for position, observation in observations:
         observation_id = observation.observation_id
         if observation_id in seen_observation_ids:
-            collector.add("duplicate-observation-id", [observation_id])
+            collector.add_one("duplicate-observation-id", observation_id)
         else:
             seen_observation_ids.add(observation_id)
         event_id = observation.event_id
@@ -281,7 +288,7 @@ def _judge_run(
         call = calls.get(observation.tool_call_id) if observation.tool_call_id else None
         if call is None:
             if calls:
-                collector.add("orphan-observation", [observation_id])
+                collector.add_one("orphan-observation", observation_id)
             # Only an observation joined to no call falls back on the identity its
             # response claims; the others are grouped by what their call asked for.
             entity, mismatch = observation.entity, False
@@ -293,7 +300,7 @@ def _judge_run(
                 and observation.entity != entity
             )
             if mismatch and report_only:
-                collector.add("identity-mismatch", [observation_id])
+                collector.add_one("identity-mismatch", observation_id)
 
         # The value of each decision field, first found (Observation.value_for, inlined).
         own_field, raw, data = observation.field, observation.value, observation.data
@@ -378,6 +385,7 @@ def _check_resolution(
     disputed = set(resolution.disputed_fields)
     agent_conflict = resolution.kind in (CONFLICT, "needs_human_review")
     chosen = resolution.chosen_value
+    evidence: list[str] = []  # of every verdict it disagrees with: one finding
     for verdict, plan in zip(verdicts, plans, strict=True):
         if disputed and verdict.field not in disputed:
             continue
@@ -390,7 +398,9 @@ def _check_resolution(
             normalize = plan.normalize
             disagrees = not json_equal(normalize(chosen), normalize(verdict.value))
         if disagrees:
-            collector.add("agent-resolution-disagrees", verdict.evidence)
+            evidence.extend(verdict.evidence)
+    if evidence:
+        collector.add("agent-resolution-disagrees", evidence)
 
 
 def judge_runs(records: Iterable[Record], policy: Policy) -> list[RunJudgement]:
