@@ -365,6 +365,8 @@ def requested_entity(entity: str | None, arguments: Mapping[str, Any]) -> str | 
         return entity
     for key in ENTITY_ARGUMENT_KEYS:
         value = arguments.get(key)
+        if value is None:
+            continue
         if isinstance(value, str) and value:
             return value
         if isinstance(value, int) and not isinstance(value, bool):
@@ -612,9 +614,14 @@ class _ObservationSchema(_Schema, tag="tool_observation"):
     completed_at: str | None = None
 
     def build(self, obj: Mapping[str, Any]) -> Record | None:
-        errors = _plain_errors(self.errors)
-        if errors is None:
-            return None
+        errors = self.errors
+        # No errors (absent, null or []) is the common case: no call for it.
+        if errors is None or (errors.__class__ is list and not errors):
+            errors = ()
+        else:
+            errors = _plain_errors(errors)
+            if errors is None:
+                return None
         return Observation(
             self.run_id,
             self.observation_id,
