@@ -406,11 +406,16 @@ def _check_resolution(
 def judge_runs(records: Iterable[Record], policy: Policy) -> list[RunJudgement]:
     """Judge every run of an interleaved record stream, runs in order of first appearance."""
     runs: dict[str, list[Record]] = {}
+    run_id: str | None = None
+    run: list[Record] = []
     for record in records:
-        run = runs.get(record.run_id)
-        if run is None:
-            runs[record.run_id] = [record]
-        else:
-            run.append(record)
+        # A run's records mostly come one after another: look its list up only when the
+        # run changes (comparing two strings costs less than hashing a new one).
+        if record.run_id != run_id:
+            run_id = record.run_id
+            run = runs.get(run_id)
+            if run is None:
+                run = runs[run_id] = []
+        run.append(record)
     plans = _field_plans(policy)
     return [_judge_run(run_id, run_records, policy, plans) for run_id, run_records in runs.items()]
