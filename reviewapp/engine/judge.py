@@ -413,9 +413,7 @@ def judge_runs(records: Iterable[Record], policy: Policy) -> list[RunJudgement]:
         # run changes (comparing two strings costs less than hashing a new one).
         if record.run_id != run_id:
             run_id = record.run_id
-            run = runs.get(run_id)
-            if run is None:
-                run = runs[run_id] = []
+            run = runs.setdefault(run_id, [])
         run.append(record)
     plans = _field_plans(policy)
     return [_judge_run(run_id, run_records, policy, plans) for run_id, run_records in runs.items()]

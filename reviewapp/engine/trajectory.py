@@ -20,7 +20,8 @@ def trajectory_findings(
     """Add every trajectory finding of one run's calls (in line order) to `collector`."""
     scope = trajectory.scope_argument
     expected_scope = subject.get(scope) if scope else None
-    check_scope = bool(scope) and expected_scope is not None
+    # The argument to compare with the subject's, None when there is nothing to compare.
+    scope_key = scope if scope and expected_scope is not None else None
     allowed_tools = trajectory.allowed_tools
     prerequisites = trajectory.prerequisites
     mutating_tools = trajectory.mutating_tools
@@ -33,8 +34,8 @@ def trajectory_findings(
         tool = call.tool
         if allowed_tools is not None and tool not in allowed_tools:
             collector.add_one("tool-outside-allowlist", call.tool_call_id)
-        if check_scope:
-            argument = call.arguments.get(scope)
+        if scope_key is not None:
+            argument = call.arguments.get(scope_key)
             if argument is not None and argument != expected_scope:
                 collector.add_one("out-of-scope-entity", call.tool_call_id)
         for prerequisite in prerequisites:
