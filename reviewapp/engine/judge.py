@@ -208,12 +208,17 @@ def _verdict_for_group(
     return CONFLICT, NO_APPROVED_PRECEDENCE, None, None
 
 
+def _field_name(field: FieldPolicy) -> str:
+    return field.name
+
+
 def _field_plans(policy: Policy) -> tuple[_FieldPlan, ...]:
     """The decision fields, sorted by name: groups opened by one observation are then
     opened in the order verdicts list them."""
     plans = []
-    for name in sorted(policy.decision_fields):
-        field = policy.field_policy(name)
+    fields = [policy.field_policy(name) for name in policy.decision_fields]
+    for field in sorted(fields, key=_field_name):
+        name = field.name
         plans.append(
             _FieldPlan(
                 field,
@@ -328,7 +333,8 @@ def _judge_run(
                 group.last = position
             if mismatch:
                 group.mismatched = True
-            if troubled and (value is ABSENT or _blocking_errors(observation, plan.field)):
+            # Read with the field that opened the group, as the verdict reads it.
+            if troubled and _blocking_errors(observation, group.plan.field):
                 group.blocked = True
             if not group.said and (
                 value is not ABSENT or _blocking_error_names(observation, plan.field)
