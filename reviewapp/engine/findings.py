@@ -16,16 +16,33 @@ class Finding(msgspec.Struct, frozen=True, gc=False):
         return {"kind": self.kind, "evidence": list(self.evidence)}
 
 
-class FindingCollector:
-    """One finding per kind, its evidence ids each once, in the order they were seen."""
+def _finding_order(finding: Finding) -> tuple[str, str]:
+    return finding.kind, finding.evidence[0]
 
-    def __init__(self) -> None:
-        self._evidence: dict[str, dict[str, None]] = {}
+
+class FindingCollector(dict[str, dict[str, None]]):
+    """One finding per kind, its evidence ids each once, in the order they were seen.
+
+    A dict of kind to evidence ids (keys of a dict, which keeps them once and in order):
+    one is made for every run judged, and a dict subclass is made in C."""
 
     def add(self, kind: str, ids: Iterable[str]) -> None:
-        self._evidence.setdefault(kind, {}).update(dict.fromkeys(ids))
+        evidence = self.get(kind)
+        if evidence is None:
+            self[kind] = dict.fromkeys(ids)
+        else:
+            evidence.update(dict.fromkeys(ids))
+
+    def add_one(self, kind: str, evidence_id: str) -> None:
+        """add(kind, [evidence_id]), without building the list."""
+        evidence = self.get(kind)
+        if evidence is None:
+            self[kind] = {evidence_id: None}
+        else:
+            evidence[evidence_id] = None
 
     def findings(self) -> list[Finding]:
-        found = [Finding(kind, tuple(ids)) for kind, ids in self._evidence.items() if ids]
-        found.sort(key=lambda f: (f.kind, f.evidence[0]))
+        found = [Finding(kind, tuple(ids)) for kind, ids in self.items() if ids]
+        if len(found) > 1:
+            found.sort(key=_finding_order)
         return found

@@ -6,15 +6,14 @@ Only line order inside the run matters; timestamps and arrival order never decid
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any
 
 import msgspec
 
 from .findings import Finding, FindingCollector
 from .normalize import canonical, json_equal
-from .policy import FieldPolicy, Policy, Rule
+from .policy import ANY_FIELD, FieldPolicy, Policy, Rule
 from .records import (
     ABSENT,
     RESERVED_OBSERVATION_KEYS,
@@ -32,6 +31,9 @@ IDENTITY_MISMATCH = "identity-mismatch"
 PARTIAL_RESULT = "partial-result"
 REVIEW_REQUIRED = "review-required"
 NO_APPROVED_PRECEDENCE = "no-approved-precedence"
+HIGHER_SOURCE_REVISION = "higher-source-revision"
+AUTHORITATIVE_SOURCE = "authoritative-source"
+REQUIRE_REVIEW = "require-review"
 
 
 class Verdict(msgspec.Struct, frozen=True, gc=False):
@@ -74,25 +76,34 @@ class RunJudgement(msgspec.Struct, frozen=True, gc=False):
         }
 
 
-class _Member(msgspec.Struct, gc=False):
-    """An observation inside one group, with what the group needs to know about it."""
+class _FieldPlan(msgspec.Struct, frozen=True, gc=False):
+    """What judging needs of one decision field, worked out once per policy and call."""
 
-    observation: Observation
-    value: Any
-    identity_mismatch: bool
+    field: FieldPolicy
+    name: str
+    normalize: Callable[[Any], Any]
+    # A top-level key of this name is a value (reserved keys never are).
+    top_level: bool
+    # The rules whose `field` matches this one, in document order (actions are the group's
+    # to match), each with the canonical forms of its unlessValues.
+    rules: tuple[tuple[Rule, frozenset[Hashable]], ...]
 
 
 class _Group(msgspec.Struct, gc=False):
-    """The observations of one (entity, field), in line order."""
+    """The observations of one (entity, field), in line order, with their raw values."""
 
     entity: str | None
-    field: FieldPolicy
-    first: int  # line position of its first observation
-    last: int  # and of its last
-    members: list[_Member]
+    plan: _FieldPlan
+    last: int  # line position of its last observation
+    observations: list[Observation]
+    values: list[Any]
     # Some member returned the field, or a blocking error names it: errors alone say
     # nothing about a field nobody returned (spec/policy.md, Decision fields).
     said: bool = False
+    # Some member's echoed entity differs from the one its call requested.
+    mismatched: bool = False
+    # Some member carries an error that blocks this field (a partial result).
+    blocked: bool = False
 
 
 def _blocking_errors(observation: Observation, field: FieldPolicy) -> bool:
@@ -116,103 +127,128 @@ def _blocking_error_names(observation: Observation, field: FieldPolicy) -> bool:
     )
 
 
-def _apply_rule(rule: Rule, members: list[_Member], normalized: list[Any]) -> Any:
-    """The chosen raw value when the rule resolves the group, ABSENT when it does not apply."""
-    if rule.kind == "higher-source-revision":
-        # Revisions compare only inside one named domain: an observation that names none has
-        # no comparable revision, even beside others that name none either.
-        domains = {m.observation.revision_domain for m in members}
-        if len(domains) != 1 or None in domains:
+def _higher_source_revision(rule: Rule, group: _Group) -> Any:
+    """The value of the one highest revision, when every observation names the same domain
+    (the rule's, if it names one) and a revision; ABSENT when the rule does not apply.
+
+    Revisions compare only inside one named domain: an observation that names none has no
+    comparable revision, even beside others that name none either."""
+    observations = group.observations
+    domain = observations[0].revision_domain
+    if domain is None or (rule.revision_domain is not None and rule.revision_domain != domain):
+        return ABSENT
+    highest, chosen, tied = -1, 0, False
+    for index, observation in enumerate(observations):
+        revision = observation.source_revision
+        if revision is None or observation.revision_domain != domain:
             return ABSENT
-        domain = next(iter(domains))
-        if rule.revision_domain is not None and rule.revision_domain != domain:
-            return ABSENT
-        revisions: list[int] = []
-        for member in members:
-            revision = member.observation.source_revision
-            if revision is None:
+        if index == 0 or revision > highest:
+            highest, chosen, tied = revision, index, False
+        elif revision == highest:
+            tied = True
+    return ABSENT if tied else group.values[chosen]
+
+
+def _authoritative_source(
+    rule: Rule, unless: frozenset[Hashable], group: _Group, normalized: list[Any]
+) -> Any:
+    """The source's value when its observations agree and no value is an unless-value;
+    ABSENT when the rule does not apply."""
+    source = rule.source
+    owned = [i for i, o in enumerate(group.observations) if o.source == source]
+    if not owned:
+        return ABSENT
+    if not _all_equal([normalized[i] for i in owned]):
+        return ABSENT
+    if unless:
+        for value in normalized:
+            # A string is its own canonical form.
+            if (value if type(value) is str else canonical(value)) in unless:
                 return ABSENT
-            revisions.append(revision)
-        highest = max(revisions)
-        if revisions.count(highest) != 1:
-            return ABSENT
-        return members[revisions.index(highest)].value
-    if rule.kind == "authoritative-source":
-        owned = [i for i, m in enumerate(members) if m.observation.source == rule.source]
-        if not owned:
-            return ABSENT
-        if not _all_equal([normalized[i] for i in owned]):
-            return ABSENT
-        if rule.unless_values:
-            unless = {canonical(v) for v in rule.unless_values}
-            if any(canonical(v) in unless for v in normalized):
-                return ABSENT
-        return members[owned[0]].value
-    return ABSENT
+    return group.values[owned[0]]
 
 
 def _all_equal(values: list[Any]) -> bool:
     first = values[0]
+    if type(first) is str:
+        # JSON-equal to a string is being an equal string: json_equal inlined, in a loop
+        # rather than all() over a generator, which costs a resumption per value.
+        for value in values:  # noqa: SIM110
+            if type(value) is not str or value != first:
+                return False
+        return True
     return all(json_equal(first, value) for value in values[1:])
 
 
 def _verdict_for_group(
-    members: list[_Member], field: FieldPolicy, policy: Policy, action: str | None
+    group: _Group, policy: Policy, action: str | None
 ) -> tuple[str, str | None, str | None, Any]:
     """(kind, reason, rule id, value) by the first matching step of spec/policy.md."""
-    if policy.identity_mode == "blocking":
-        for member in members:
-            if member.identity_mismatch:
-                return CONFLICT, IDENTITY_MISMATCH, None, None
-    for member in members:
-        observation = member.observation
-        if (observation.errors or observation.fallback) and _blocking_errors(observation, field):
-            return CONFLICT, PARTIAL_RESULT, None, None
-    normalize = field.normalizer.normalize
-    normalized = [normalize(m.value) for m in members]
+    if group.mismatched and policy.identity_mode == "blocking":
+        return CONFLICT, IDENTITY_MISMATCH, None, None
+    if group.blocked:
+        return CONFLICT, PARTIAL_RESULT, None, None
+    normalize = group.plan.normalize
+    normalized = [normalize(value) for value in group.values]
     if _all_equal(normalized):
         return CONFIRMED, None, None, normalized[0]
-    for rule in policy.rules:
-        if not rule.matches(field.name, action):
+    for rule, unless in group.plan.rules:
+        if rule.actions is not None and action not in rule.actions:
             continue
-        if rule.kind == "require-review":
+        if rule.kind == REQUIRE_REVIEW:
             return CONFLICT, REVIEW_REQUIRED, rule.id, None
-        chosen = _apply_rule(rule, members, normalized)
+        if rule.kind == HIGHER_SOURCE_REVISION:
+            chosen = _higher_source_revision(rule, group)
+        elif rule.kind == AUTHORITATIVE_SOURCE:
+            chosen = _authoritative_source(rule, unless, group, normalized)
+        else:
+            continue
         if chosen is not ABSENT:
             return RESOLVED, None, rule.id, chosen
     return CONFLICT, NO_APPROVED_PRECEDENCE, None, None
 
 
-def _agent_disagrees(resolution: Resolution, verdict: Verdict, field: FieldPolicy) -> bool:
-    agent_conflict = resolution.kind in (CONFLICT, "needs_human_review")
-    engine_conflict = verdict.kind == CONFLICT
-    if agent_conflict or engine_conflict:
-        return agent_conflict != engine_conflict
-    chosen = resolution.chosen_value
-    if chosen is None:
-        return False
-    normalize = field.normalizer.normalize
-    return not json_equal(normalize(chosen), normalize(verdict.value))
+def _field_name(field: FieldPolicy) -> str:
+    return field.name
 
 
-def _decision_fields(policy: Policy) -> tuple[FieldPolicy, ...]:
-    return tuple(policy.field_policy(name) for name in policy.decision_fields)
+def _field_plans(policy: Policy) -> tuple[_FieldPlan, ...]:
+    """The decision fields, sorted by name: groups opened by one observation are then
+    opened in the order verdicts list them."""
+    plans = []
+    fields = [policy.field_policy(name) for name in policy.decision_fields]
+    for field in sorted(fields, key=_field_name):
+        name = field.name
+        plans.append(
+            _FieldPlan(
+                field,
+                name,
+                field.normalizer.function(),
+                name not in RESERVED_OBSERVATION_KEYS,
+                tuple(
+                    (rule, frozenset([canonical(value) for value in rule.unless_values]))
+                    for rule in policy.rules
+                    if rule.field == ANY_FIELD or rule.field == name
+                ),
+            )
+        )
+    return tuple(plans)
 
 
 def judge_run(run_id: str, records: Sequence[Record], policy: Policy) -> RunJudgement:
     """Judge one run's records, given in recording (line) order, under `policy`."""
-    return _judge_run(run_id, records, policy, _decision_fields(policy))
+    return _judge_run(run_id, records, policy, _field_plans(policy))
 
 
 def _judge_run(
-    run_id: str, records: Sequence[Record], policy: Policy, fields: tuple[FieldPolicy, ...]
+    run_id: str, records: Sequence[Record], policy: Policy, plans: tuple[_FieldPlan, ...]
 ) -> RunJudgement:
     calls: dict[str, ToolCall] = {}
     call_list: list[ToolCall] = []
     observations: list[tuple[int, Observation]] = []
     action_positions: list[int] = []
     action_names: list[str] = []
-    subject: dict[str, Any] | None = None
+    subject: Any = None
     resolution: Resolution | None = None
     collector = FindingCollector()
 
@@ -224,7 +260,7 @@ def _judge_run(
         elif type(record) is ToolCall:
             call_list.append(record)
             if record.tool_call_id in calls:
-                collector.add("duplicate-tool-call-id", [record.tool_call_id])
+                collector.add_one("duplicate-tool-call-id", record.tool_call_id)
             else:
                 calls[record.tool_call_id] = record
         elif type(record) is AgentAction:
@@ -233,24 +269,31 @@ def _judge_run(
         elif type(record) is Resolution:
             resolution = record
         elif type(record) is RunStarted and subject is None:
-            subject = dict(record.subject)
+            subject = record.subject
 
     report_only = policy.identity_mode == "report-only"
+    # Keyed by (entity, field name); in order of (first observation, field name).
     groups: dict[tuple[str | None, str], _Group] = {}
     seen_observation_ids: set[str] = set()
-    by_event: dict[str, list[Observation]] = defaultdict(list)
+    by_event: dict[str, list[Observation]] = {}
 
     for position, observation in observations:
-        if observation.observation_id in seen_observation_ids:
-            collector.add("duplicate-observation-id", [observation.observation_id])
-        seen_observation_ids.add(observation.observation_id)
-        if observation.event_id is not None:
-            by_event[observation.event_id].append(observation)
+        observation_id = observation.observation_id
+        if observation_id in seen_observation_ids:
+            collector.add_one("duplicate-observation-id", observation_id)
+        else:
+            seen_observation_ids.add(observation_id)
+        event_id = observation.event_id
+        if event_id is not None:
+            if event_id in by_event:
+                by_event[event_id].append(observation)
+            else:
+                by_event[event_id] = [observation]
 
         call = calls.get(observation.tool_call_id) if observation.tool_call_id else None
         if call is None:
             if calls:
-                collector.add("orphan-observation", [observation.observation_id])
+                collector.add_one("orphan-observation", observation_id)
             # Only an observation joined to no call falls back on the identity its
             # response claims; the others are grouped by what their call asked for.
             entity, mismatch = observation.entity, False
@@ -262,31 +305,39 @@ def _judge_run(
                 and observation.entity != entity
             )
             if mismatch and report_only:
-                collector.add("identity-mismatch", [observation.observation_id])
+                collector.add_one("identity-mismatch", observation_id)
 
         # The value of each decision field, first found (Observation.value_for, inlined).
         own_field, raw, data = observation.field, observation.value, observation.data
         nested = raw if isinstance(raw, dict) else None
         troubled = bool(observation.errors) or observation.fallback
-        for field in fields:
-            name = field.name
+        for plan in plans:
+            name = plan.name
             if own_field == name:
                 value = None if raw is ABSENT else raw
             elif nested is not None and name in nested:
                 value = nested[name]
-            elif name in data and name not in RESERVED_OBSERVATION_KEYS:
+            elif plan.top_level and name in data:
                 value = data[name]
-            elif troubled and _blocking_errors(observation, field):
+            elif troubled and _blocking_errors(observation, plan.field):
                 value = ABSENT
             else:
                 continue
-            group = groups.get((entity, name))
+            key = (entity, name)
+            group = groups.get(key)
             if group is None:
-                group = groups[(entity, name)] = _Group(entity, field, position, position, [])
-            group.members.append(_Member(observation, value, mismatch))
-            group.last = position
+                group = groups[key] = _Group(entity, plan, position, [observation], [value])
+            else:
+                group.observations.append(observation)
+                group.values.append(value)
+                group.last = position
+            if mismatch:
+                group.mismatched = True
+            # Read with the field that opened the group, as the verdict reads it.
+            if troubled and _blocking_errors(observation, group.plan.field):
+                group.blocked = True
             if not group.said and (
-                value is not ABSENT or _blocking_error_names(observation, field)
+                value is not ABSENT or _blocking_error_names(observation, plan.field)
             ):
                 group.said = True
 
@@ -296,36 +347,32 @@ def _judge_run(
             if len(payloads) > 1:
                 collector.add("event-body-mismatch", [o.observation_id for o in event_observations])
 
-    judged = [g for g in groups.values() if g.said and len(g.members) > 1]
-    judged.sort(key=lambda g: (g.first, g.field.name))
     verdicts = []
+    judged_plans = []
     safe_actions = policy.safe_actions
-    for group in judged:
+    for group in groups.values():
+        if not group.said or len(group.values) < 2:
+            continue
         following = bisect_right(action_positions, group.last)
         action = action_names[following] if following < len(action_names) else None
-        kind, reason, rule_id, value = _verdict_for_group(
-            group.members, group.field, policy, action
-        )
+        plan = group.plan
+        kind, reason, rule_id, value = _verdict_for_group(group, policy, action)
         verdicts.append(
             Verdict(
                 group.entity,
-                group.field.name,
+                plan.name,
                 action,
                 kind,
                 reason,
                 rule_id,
                 value,
-                tuple([m.observation.observation_id for m in group.members]),
+                tuple([o.observation_id for o in group.observations]),
                 kind == CONFLICT and action is not None and action not in safe_actions,
             )
         )
-    if resolution is not None:
-        disputed = set(resolution.disputed_fields)
-        for verdict, group in zip(verdicts, judged, strict=True):
-            if disputed and verdict.field not in disputed:
-                continue
-            if _agent_disagrees(resolution, verdict, group.field):
-                collector.add("agent-resolution-disagrees", verdict.evidence)
+        judged_plans.append(plan)
+    if resolution is not None and verdicts:
+        _check_resolution(resolution, verdicts, judged_plans, collector)
 
     if policy.trajectory is not None:
         trajectory_findings(call_list, subject or {}, policy.trajectory, collector)
@@ -333,14 +380,46 @@ def _judge_run(
     return RunJudgement(run_id, policy.version, tuple(verdicts), tuple(collector.findings()))
 
 
+def _check_resolution(
+    resolution: Resolution,
+    verdicts: list[Verdict],
+    plans: list[_FieldPlan],
+    collector: FindingCollector,
+) -> None:
+    """agent-resolution-disagrees: the agent's last resolution against the verdicts of its
+    disputed fields (all of them when it names none)."""
+    disputed = set(resolution.disputed_fields)
+    agent_conflict = resolution.kind in (CONFLICT, "needs_human_review")
+    chosen = resolution.chosen_value
+    evidence: list[str] = []  # of every verdict it disagrees with: one finding
+    for verdict, plan in zip(verdicts, plans, strict=True):
+        if disputed and verdict.field not in disputed:
+            continue
+        engine_conflict = verdict.kind == CONFLICT
+        if agent_conflict or engine_conflict:
+            disagrees = agent_conflict != engine_conflict
+        elif chosen is None:
+            disagrees = False
+        else:
+            normalize = plan.normalize
+            disagrees = not json_equal(normalize(chosen), normalize(verdict.value))
+        if disagrees:
+            evidence.extend(verdict.evidence)
+    if evidence:
+        collector.add("agent-resolution-disagrees", evidence)
+
+
 def judge_runs(records: Iterable[Record], policy: Policy) -> list[RunJudgement]:
     """Judge every run of an interleaved record stream, runs in order of first appearance."""
     runs: dict[str, list[Record]] = {}
+    run_id: str | None = None
+    run: list[Record] = []
     for record in records:
-        run = runs.get(record.run_id)
-        if run is None:
-            runs[record.run_id] = [record]
-        else:
-            run.append(record)
-    fields = _decision_fields(policy)
-    return [_judge_run(run_id, run_records, policy, fields) for run_id, run_records in runs.items()]
+        # A run's records mostly come one after another: look its list up only when the
+        # run changes (comparing two strings costs less than hashing a new one).
+        if record.run_id != run_id:
+            run_id = record.run_id
+            run = runs.setdefault(run_id, [])
+        run.append(record)
+    plans = _field_plans(policy)
+    return [_judge_run(run_id, run_records, policy, plans) for run_id, run_records in runs.items()]

@@ -7,7 +7,7 @@ normalizer does not understand is returned unchanged and so compared raw.
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Context, Decimal, InvalidOperation
 from typing import Any
@@ -31,7 +31,6 @@ CURRENCY_EXPONENTS: Mapping[str, int] = {
     for code in codes.split()
 }
 _DECIMAL_STRING = re.compile(r"-?\d+(?:\.\d+)?")
-_DECIMAL_PARTS = re.compile(r"(-?)(\d+)(?:\.(\d+))?")
 # Scaling an amount never rounds it: two amounts differing in their 29th digit differ.
 _EXACT = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN)
 NORMALIZER_KINDS = ("none", "enum", "text", "money")
@@ -47,13 +46,17 @@ class Normalizer:
     aliases: Mapping[str, str] = field(default_factory=dict)
 
     def normalize(self, value: Any) -> Any:
+        return self.function()(value)
+
+    def function(self) -> Callable[[Any], Any]:
+        """`normalize` for this kind, chosen once: what the judge calls value by value."""
         if self.kind == "none":
-            return value
+            return _unchanged
         if self.kind == "enum":
-            return self._enum(value)
+            return self._enum
         if self.kind == "text":
-            return self._text(value)
-        return normalize_money(value)
+            return self._text
+        return normalize_money
 
     def _enum(self, value: Any) -> Any:
         if not isinstance(value, str):
@@ -66,6 +69,10 @@ class Normalizer:
             return value
         text = " ".join(value.split()) if self.collapse_whitespace else value.strip()
         return text.casefold() if self.case_insensitive else text
+
+
+def _unchanged(value: Any) -> Any:
+    return value
 
 
 def resolve_aliases(aliases: Mapping[str, str], case_insensitive: bool) -> dict[str, str]:
@@ -115,10 +122,13 @@ def _minor_units(amount: object, exponent: int) -> int | None:
         scale: int = 10**exponent
         return amount * scale
     if type(amount) is str and len(amount) < 4000:
-        parts = _DECIMAL_PARTS.fullmatch(amount.strip())
-        if parts is None:
+        # _DECIMAL_STRING's sign, whole and fraction, by str methods: isdecimal() is exactly
+        # the regex's \d (Unicode category Nd), and false for "" as \d+ needs a digit.
+        text = amount.strip()
+        negative = text.startswith("-")
+        whole, dot, fraction = (text[1:] if negative else text).partition(".")
+        if not whole.isdecimal() or (dot and not fraction.isdecimal()):
             return None
-        sign, whole, fraction = parts.groups("")
         digits = whole + fraction
         surplus = len(fraction) - exponent  # digits past the minor unit
         minor: int
@@ -128,7 +138,7 @@ def _minor_units(amount: object, exponent: int) -> int | None:
             return None
         else:
             minor = int(digits[:-surplus])
-        return -minor if sign else minor
+        return -minor if negative else minor
     number = _decimal_amount(amount)
     if number is None:
         return None
@@ -185,7 +195,19 @@ def json_equal(a: object, b: object) -> bool:
     if type(a) is dict:
         if type(b) is not dict or len(a) != len(b):
             return False
-        return all(key in b and json_equal(item, b[key]) for key, item in a.items())
+        for key, item in a.items():
+            if key not in b:
+                return False
+            other_item = b[key]
+            item_kind = type(item)
+            # A string, or an integer beside an integer, compared as json_equal would: most
+            # members of an object are one of these, and this saves a call each.
+            if item_kind is str or (item_kind is int and type(other_item) is int):
+                if type(other_item) is not item_kind or item != other_item:
+                    return False
+            elif not json_equal(item, other_item):
+                return False
+        return True
     if type(a) is list or type(a) is tuple:
         if (type(b) is not list and type(b) is not tuple) or len(a) != len(b):
             return False

@@ -200,6 +200,7 @@ def json_type_name(value: Any) -> str:
 
 # Deeper than this, the exact decoder decides (as deep as its own limit, today's rule).
 _FAST_DEPTH = 200
+_SHALLOW_BYTES = 2 * _FAST_DEPTH
 _decode_json = msgspec.json.Decoder().decode
 _encode_json = msgspec.json.Encoder().encode
 _JSON_SPACE = b" \t\n\r"
@@ -234,6 +235,19 @@ def _count_keys(container: dict[str, Any] | list[Any], depth: int) -> int:
     return keys
 
 
+def _is_compact_encoding(raw: bytes | str, obj: dict[str, Any]) -> bool:
+    """True when the line is exactly the compact encoding of what it decoded to (as a writer
+    of JSON Lines writes it): the text of a value, whose keys are unique. In C.
+
+    Only as deep as _FAST_DEPTH: a line of at most twice as many bytes cannot nest deeper
+    (every level opens and closes), a longer one is counted. parse_line inlines this."""
+    return (
+        raw.__class__ is bytes
+        and (len(raw) <= _SHALLOW_BYTES or raw.count(b"{") + raw.count(b"[") <= _FAST_DEPTH)
+        and _encode_json(obj) == raw
+    )
+
+
 def _keys_all_kept(raw: bytes | str, obj: dict[str, Any]) -> bool:
     """True when decoding kept every key of `raw`: then no key was repeated.
 
@@ -245,13 +259,7 @@ def _keys_all_kept(raw: bytes | str, obj: dict[str, Any]) -> bool:
     a colon) only loosens the bound, and a loose bound sends the line to the exact decoder:
     never a wrong answer, only a slower one. Past _FAST_DEPTH, the exact decoder decides too.
     """
-    if (
-        raw.__class__ is bytes
-        and raw.count(b"{") + raw.count(b"[") <= _FAST_DEPTH
-        and _encode_json(obj) == raw
-    ):
-        # The line is exactly the compact encoding of what it decoded to (as a writer of
-        # JSON Lines writes it): the text of a value, whose keys are unique. In C.
+    if _is_compact_encoding(raw, obj):
         return True
     if isinstance(raw, bytes):
         data = raw.translate(None, _JSON_SPACE)
@@ -357,6 +365,8 @@ def requested_entity(entity: str | None, arguments: Mapping[str, Any]) -> str | 
         return entity
     for key in ENTITY_ARGUMENT_KEYS:
         value = arguments.get(key)
+        if value is None:
+            continue
         if isinstance(value, str) and value:
             return value
         if isinstance(value, int) and not isinstance(value, bool):
@@ -604,9 +614,14 @@ class _ObservationSchema(_Schema, tag="tool_observation"):
     completed_at: str | None = None
 
     def build(self, obj: Mapping[str, Any]) -> Record | None:
-        errors = _plain_errors(self.errors)
-        if errors is None:
-            return None
+        errors = self.errors
+        # No errors (absent, null or []) is the common case: no call for it.
+        if errors is None or (errors.__class__ is list and not errors):
+            errors = ()
+        else:
+            errors = _plain_errors(errors)
+            if errors is None:
+                return None
         return Observation(
             self.run_id,
             self.observation_id,
@@ -709,5 +724,30 @@ def parse_record(obj: Mapping[str, Any]) -> Record:
 
 
 def parse_line(raw: bytes | str) -> Record:
-    """decode_line + parse_record: one line of a native trace into a record."""
-    return parse_record(decode_line(raw))
+    """decode_line + parse_record: one line of a native trace into a record.
+
+    Their common case inlined, one call a line instead of five: a line that is the compact
+    encoding of an object (_is_compact_encoding) of a known type that its schema accepts.
+    Anything else goes the way of decode_line and parse_record, with the same outcome."""
+    try:
+        obj = _decode_json(raw)
+    except (msgspec.MsgspecError, RecursionError, UnicodeError):
+        return parse_record(_decode_line_exactly(raw))
+    if obj.__class__ is not dict:
+        return parse_record(_decode_line_exactly(raw))
+    if not (
+        raw.__class__ is bytes
+        and (len(raw) <= _SHALLOW_BYTES or raw.count(b"{") + raw.count(b"[") <= _FAST_DEPTH)
+        and _encode_json(obj) == raw
+    ):
+        return parse_record(obj if _keys_all_kept(raw, obj) else _decode_line_exactly(raw))
+    record_type = obj.get("type")
+    schema = _SCHEMAS.get(record_type) if record_type.__class__ is str else None
+    if schema is not None:
+        try:
+            record = _convert(obj, schema).build(obj)
+        except msgspec.ValidationError:
+            record = None
+        if record is not None:
+            return record
+    return _check_record(obj)

@@ -20,25 +20,31 @@ def trajectory_findings(
     """Add every trajectory finding of one run's calls (in line order) to `collector`."""
     scope = trajectory.scope_argument
     expected_scope = subject.get(scope) if scope else None
+    # The argument to compare with the subject's, None when there is nothing to compare.
+    scope_key = scope if scope and expected_scope is not None else None
+    allowed_tools = trajectory.allowed_tools
+    prerequisites = trajectory.prerequisites
+    mutating_tools = trajectory.mutating_tools
     succeeded: set[str] = set()
     attempts_by_op: dict[tuple[str, str], list[ToolCall]] = {}
     previous_mutation: ToolCall | None = None
     checked_since_mutation = False
 
     for call in calls:
-        if trajectory.allowed_tools is not None and call.tool not in trajectory.allowed_tools:
-            collector.add("tool-outside-allowlist", [call.tool_call_id])
-        if scope and expected_scope is not None:
-            argument = call.arguments.get(scope)
+        tool = call.tool
+        if allowed_tools is not None and tool not in allowed_tools:
+            collector.add_one("tool-outside-allowlist", call.tool_call_id)
+        if scope_key is not None:
+            argument = call.arguments.get(scope_key)
             if argument is not None and argument != expected_scope:
-                collector.add("out-of-scope-entity", [call.tool_call_id])
-        for prerequisite in trajectory.prerequisites:
-            if call.tool == prerequisite.tool and prerequisite.requires not in succeeded:
-                collector.add("missing-prerequisite", [call.tool_call_id])
+                collector.add_one("out-of-scope-entity", call.tool_call_id)
+        for prerequisite in prerequisites:
+            if tool == prerequisite.tool and prerequisite.requires not in succeeded:
+                collector.add_one("missing-prerequisite", call.tool_call_id)
         if call.ok is not False:
-            succeeded.add(call.tool)
+            succeeded.add(tool)
 
-        if call.tool not in trajectory.mutating_tools:
+        if tool not in mutating_tools:
             checked_since_mutation = True
             continue
         if (
@@ -46,10 +52,10 @@ def trajectory_findings(
             and previous_mutation.outcome == "unknown"
             and not checked_since_mutation
         ):
-            collector.add("retry-after-unknown-outcome", [call.tool_call_id])
+            collector.add_one("retry-after-unknown-outcome", call.tool_call_id)
         previous_mutation, checked_since_mutation = call, False
         # Calls without an opId count as one operation per tool name.
-        op_key = ("op", call.op_id) if call.op_id is not None else ("tool", call.tool)
+        op_key = ("op", call.op_id) if call.op_id is not None else ("tool", tool)
         attempts_by_op.setdefault(op_key, []).append(call)
 
     for attempts in attempts_by_op.values():

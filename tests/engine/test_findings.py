@@ -153,3 +153,15 @@ def test_findings_are_ordered_by_kind_then_first_evidence():
 def test_no_trajectory_section_means_no_trajectory_findings():
     lines = [call("a1", "anything", opId="op"), call("a2", "anything", opId="op")]
     assert finding_kinds(judge(lines)) == {}
+
+
+def test_the_collector_keeps_each_id_once_in_order_whichever_way_ids_come():
+    from reviewapp.engine.findings import Finding, FindingCollector
+
+    one_by_one, in_lists = FindingCollector(), FindingCollector()
+    for kind, ids in [("b", ["x", "y"]), ("a", ["z"]), ("b", ["y", "w"]), ("c", [])]:
+        in_lists.add(kind, ids)
+        for evidence_id in ids:
+            one_by_one.add_one(kind, evidence_id)
+    expected = [Finding("a", ("z",)), Finding("b", ("x", "y", "w"))]
+    assert in_lists.findings() == one_by_one.findings() == expected

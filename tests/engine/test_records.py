@@ -262,6 +262,39 @@ def test_records_accepted_by_the_fast_path_are_the_references_records():
         record.source = "other"  # frozen
 
 
+def decode_then_parse(raw):
+    return parse_record(decode_line(raw))
+
+
+@settings(max_examples=600)
+@given(record_documents(), st.sampled_from([(",", ":"), (", ", ": ")]), st.booleans())
+def test_parse_line_is_decode_line_then_parse_record(document, separators, as_text):
+    """parse_line inlines the common case of both; every line ends as they would end it."""
+    text = json.dumps(document, separators=separators)
+    raw = text if as_text else text.encode()
+    assert outcome(parse_line, raw) == outcome(decode_then_parse, raw)
+
+
+@settings(max_examples=400)
+@given(top_level)
+def test_parse_line_decodes_as_decode_line_does(text):
+    for raw in (text, text.encode("utf-8")):
+        assert outcome(parse_line, raw) == outcome(decode_then_parse, raw)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [raw for raw, _ in REFUSED + ACCEPTED]
+    + [
+        b'{"runId":"r","type":"agent_action","name":"stop","arguments":{"a":1,"a":2}}',
+        b'{"runId":"r","type":"agent_action","name":"' + b"{" * 300 + b'"}',
+        b'{"runId":"r","type":"agent_action","name":"stop","x":' + b"[" * 250 + b"]" * 250 + b"}",
+    ],
+)
+def test_parse_line_refuses_and_accepts_as_decode_line_then_parse_record(raw):
+    assert outcome(parse_line, raw) == outcome(decode_then_parse, raw)
+
+
 @pytest.mark.parametrize("depth", [199, 201, 5000, 9998, 9999, 10000])
 def test_deep_nesting_is_decided_as_the_reference_decides(depth):
     raw = b'{"a":' + b"[" * depth + b"]" * depth + b"}"
