@@ -248,8 +248,11 @@ def ingest_stored_batch(batch_id: int) -> IngestSummary:
 def ingest_file(
     path: Path, *, channel: str, user: Any = None, progress: Progress | None = None
 ) -> IngestSummary:
-    """Ingest a file where it lies (the command line): nothing is copied."""
-    batch = create_batch(channel=channel, path=path.resolve(), file_name=str(path), user=user)
+    """Ingest a file where it lies (the command line), here: nothing is copied, and it is
+    not split into parts (ingest.parts.ingest_file_in_parts does that)."""
+    batch = create_batch(
+        channel=channel, path=path.resolve(), file_name=str(path), user=user, parts=1
+    )
     return ingest_batch(batch, progress=progress)
 
 

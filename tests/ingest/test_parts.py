@@ -312,3 +312,21 @@ def test_the_batch_page_shows_each_part(tmp_path, client, reviewer):
     for index, count in enumerate(lines, 1):
         assert f"<tr><td>{index}</td>" in page and f"<td>{count}</td></tr>" in page
     assert page.count("state-done") >= 3  # the batch and its two parts
+
+
+def test_the_command_ingests_a_large_file_itself_unless_told_to_split_it(tmp_path, settings):
+    settings.INGEST_PARTS, settings.INGEST_PARTS_MIN_BYTES, settings.INGEST_INLINE_MAX_BYTES = (
+        2,
+        1,
+        0,
+    )
+    trace = tmp_path / "mixed.jsonl"
+    trace.write_bytes(mixed_trace(seed=1))
+    summary = ingest_file(trace, channel=IngestBatch.Channel.CLI)
+    batch = IngestBatch.objects.get()
+    assert (batch.state, batch.parts, summary.lines) == ("done", 1, batch.lines)
+    assert summary.lines > 100 and not IngestPart.objects.exists()
+    # What arrives by the API or an upload, that large, is split (tests/ingest/test_parts_workers.py).
+    upload = create_batch(channel=IngestBatch.Channel.UPLOAD, path=trace, file_name="u.jsonl")
+    otlp = create_batch(channel=IngestBatch.Channel.OTLP, path=trace, file_name="o.jsonl")
+    assert (upload.parts, otlp.parts) == (2, 1)
