@@ -141,11 +141,13 @@ def main() -> None:
         size = trace.stat().st_size
         with bench_database(url) as bench_url:
             serial = timed_ingest(bench_url, trace, Path(tmp) / "serial", parts=1)
+            print(f"one worker: {serial.seconds:.1f} s, {serial.summary}", flush=True)
             copy_seconds = copy_limit(bench_url, trace)
         scaled = None
         if args.workers > 1:
             with bench_database(url) as bench_url:
                 scaled = timed_ingest(bench_url, trace, Path(tmp) / "parts", parts=args.workers)
+                print(f"{args.workers} workers: {scaled.seconds:.1f} s", flush=True)
         engine_seconds = engine_alone(trace)
         decode_seconds = min(decode_alone(trace) for _ in range(3))
 
@@ -234,8 +236,20 @@ def bench_database(url: str) -> Iterator[str]:
         )
         yield bench_url
     finally:
-        with psycopg.connect(admin, autocommit=True) as connection:
-            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_database(admin, name)
+
+
+def drop_database(admin: str, name: str) -> None:
+    """Drop it, waiting out a backend FORCE may not end (autovacuum, after a large ingest)."""
+    for attempt in range(30):
+        try:
+            with psycopg.connect(admin, autocommit=True) as connection:
+                connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            return
+        except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ObjectInUse):
+            if attempt == 29:
+                raise
+            time.sleep(2)
 
 
 def django_env(bench_url: str, var_dir: Path | None) -> dict[str, str]:
