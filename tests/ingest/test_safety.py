@@ -186,6 +186,27 @@ def test_occurrences_stay_exact_when_their_counts_leave_memory():
     assert numbers == [i // 5 + 1 for i in range(40)]
 
 
+def test_occurrences_of_digests_stay_exact_across_many_moves_out_of_memory():
+    import hashlib
+    import random
+
+    from reviewapp.ingest.occurrences import OccurrenceCounter
+
+    chooser = random.Random(5)
+    keys = [hashlib.sha256(str(chooser.randrange(900)).encode()).digest()[:16] for _ in range(3000)]
+    counter = OccurrenceCounter(in_memory=100)
+    numbers = []
+    for start in range(0, len(keys), 64):
+        numbers += counter.number(keys[start : start + 64])
+    counter.close()
+    seen: dict[bytes, int] = {}
+    expected = []
+    for key in keys:
+        seen[key] = seen.get(key, 0) + 1
+        expected.append(seen[key])
+    assert numbers == expected and max(expected) > 3
+
+
 def _written(tmp_path: Path, name: str, content: bytes) -> Path:
     path = tmp_path / name
     path.write_bytes(content)
