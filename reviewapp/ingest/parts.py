@@ -57,8 +57,6 @@ log = logging.getLogger(__name__)
 
 # The task a worker ingests one part with (reviewapp.tasks), sent by name.
 PART_TASK = "reviewapp.tasks.ingest_part_task"
-# The first key of the advisory lock on a part is minus its batch's id (the second is
-# its index): never the key of a batch's own lock, whose first key is positive.
 
 
 def parts_for(size_bytes: int, *, parts: int, min_bytes: int) -> int:
@@ -123,6 +121,8 @@ def ingest_part(batch_id: int, index: int) -> None:
     """Store the part's lines and judge its runs; then, if it is the last part to finish,
     end the batch."""
     batch = IngestBatch.objects.get(pk=batch_id)
+    # The part's lock: minus its batch's id, then its index (a batch's own lock has a
+    # positive first key, pipeline.BATCH_LOCK_SPACE).
     with advisory_lock(-batch.pk, index) as taken:
         if not taken:
             log.info("part %s of batch %s is being ingested elsewhere", index, batch.pk)
