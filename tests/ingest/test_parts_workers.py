@@ -64,6 +64,7 @@ def test_the_command_splits_a_file_across_workers_and_ends_as_a_serial_ingest(
 
 def test_a_large_posted_body_is_ingested_in_parts(workers, client, reviewer, tmp_path, settings):
     settings.INGEST_PARTS, settings.INGEST_PARTS_MIN_BYTES = 2, 1024
+    settings.INGEST_INLINE_MAX_BYTES = 0  # what is ingested while the client waits is never split
     body = generated_trace(tmp_path / "body.jsonl", 200).read_bytes()
     _, token = create_token(user=reviewer, name="ci")
     batch_id = post_api(client, body, token).json()["id"]
