@@ -330,3 +330,36 @@ def test_the_command_ingests_a_large_file_itself_unless_told_to_split_it(tmp_pat
     upload = create_batch(channel=IngestBatch.Channel.UPLOAD, path=trace, file_name="u.jsonl")
     otlp = create_batch(channel=IngestBatch.Channel.OTLP, path=trace, file_name="o.jsonl")
     assert (upload.parts, otlp.parts) == (2, 1)
+
+
+def test_a_part_that_fails_fails_its_batch_and_its_retry_ends_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(ingestion, "CHUNK_LINES", 7)
+    trace = tmp_path / "mixed.jsonl"
+    trace.write_bytes(mixed_trace(seed=9))
+    batch = create_batch(channel=IngestBatch.Channel.CLI, path=trace, file_name="m.jsonl", parts=2)
+    parts_create(batch)
+    real_store = ingestion._store_chunk
+
+    def dying_store(batch_, lines, in_flight):
+        if lines:
+            raise RuntimeError("worker lost")
+        return real_store(batch_, lines, in_flight)
+
+    monkeypatch.setattr(ingestion, "_store_chunk", dying_store)
+    with pytest.raises(RuntimeError):
+        ingest_part(batch.pk, 1)
+    monkeypatch.setattr(ingestion, "_store_chunk", real_store)
+    batch.refresh_from_db()
+    assert batch.state == "failed" and "internal error" in batch.error
+    assert IngestPart.objects.get(batch=batch, index=1).state == "failed"
+
+    ingest_part(batch.pk, 0)
+    batch.refresh_from_db()
+    assert batch.state == "failed", "a part is missing: the batch does not end"
+
+    ingest_part(batch.pk, 1)  # what the retry sends (parts_dispatch: the parts not done)
+    batch.refresh_from_db()
+    assert batch.state == "done"
+    assert batch.lines == len([raw for raw in trace.read_bytes().splitlines() if raw.strip()])
+    assert batch.lines == batch.accepted + batch.duplicates + batch.rejected
+    assert TraceLine.objects.filter(batch=batch).count() == batch.accepted + batch.rejected
