@@ -89,17 +89,11 @@ def create_batch(
     idempotency_key: str | None = None,
     parts: int | None = None,
 ) -> IngestBatch:
-    """A batch for the file at `path`, split into `parts` (by default, as its size and
-    the settings say: ingest.parts)."""
-    from reviewapp.ingest.parts import parts_for  # parts builds on the pipeline, and on this
-
+    """A batch for the file at `path`, split into `parts` (by default, as its channel, its
+    size and the settings say: _parts_for)."""
     sha256, size = digest or file_digest(path)
-    if parts is None and channel == IngestBatch.Channel.OTLP:
-        parts = 1  # OTLP spans are an external format: one part would store them all
     if parts is None:
-        # What is ingested while the client waits (ingest.receive) is never split.
-        smallest = max(settings.INGEST_PARTS_MIN_BYTES, settings.INGEST_INLINE_MAX_BYTES + 1)
-        parts = parts_for(size, parts=settings.INGEST_PARTS, min_bytes=smallest)
+        parts = _parts_for(channel, size)
     return IngestBatch.objects.create(
         parts=parts,
         channel=channel,
@@ -111,6 +105,17 @@ def create_batch(
         api_token=token,
         idempotency_key=idempotency_key,
     )
+
+
+def _parts_for(channel: str, size: int) -> int:
+    """Into how many parts (ingest.parts) a delivery is split: INGEST_PARTS from
+    INGEST_PARTS_MIN_BYTES on, on PostgreSQL only (SQLite takes one writer at a time).
+    Never what is ingested while the client waits (ingest.receive), nor OTLP spans, an
+    external format that one part would store whole."""
+    smallest = max(settings.INGEST_PARTS_MIN_BYTES, settings.INGEST_INLINE_MAX_BYTES + 1)
+    if connection.vendor != "postgresql" or channel == IngestBatch.Channel.OTLP or size < smallest:
+        return 1
+    return max(1, settings.INGEST_PARTS)
 
 
 def send_to_worker(batch: IngestBatch) -> None:

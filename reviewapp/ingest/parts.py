@@ -33,12 +33,12 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F, Min, OuterRef, Subquery
 from django.utils import timezone
 
 from reviewapp.celery import app
-from reviewapp.ingest.batches import IngestSummary
+from reviewapp.ingest.batches import IngestSummary, create_batch
 from reviewapp.ingest.files import RawLine
 from reviewapp.ingest.judge import RunsInFlight
 from reviewapp.ingest.pipeline import (
@@ -46,6 +46,7 @@ from reviewapp.ingest.pipeline import (
     advisory_lock,
     batch_finish,
     batch_lock,
+    ingest_batch,
     run_retrying,
     store_file,
 )
@@ -57,14 +58,6 @@ log = logging.getLogger(__name__)
 
 # The task a worker ingests one part with (reviewapp.tasks), sent by name.
 PART_TASK = "reviewapp.tasks.ingest_part_task"
-
-
-def parts_for(size_bytes: int, *, parts: int, min_bytes: int) -> int:
-    """Into how many parts a delivery of this size is split: `parts` from `min_bytes` on,
-    and on PostgreSQL only (SQLite takes one writer at a time)."""
-    if connection.vendor != "postgresql" or size_bytes < min_bytes:
-        return 1
-    return max(1, parts)
 
 
 class _RunKey(msgspec.Struct):
@@ -208,9 +201,6 @@ def ingest_file_in_parts(
 ) -> IngestSummary:
     """Ingest a file where it lies (the command line) in `parts` parts, each by a worker:
     send them, then wait for the last to end the batch."""
-    from reviewapp.ingest.batches import create_batch
-    from reviewapp.ingest.pipeline import ingest_batch
-
     batch = create_batch(
         channel=IngestBatch.Channel.CLI, path=path.resolve(), file_name=str(path), parts=parts
     )

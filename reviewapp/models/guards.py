@@ -176,6 +176,21 @@ APPEND_ONLY_TABLES = {
 }
 
 
+def unchecked_reference(model: str) -> models.ForeignKey:
+    """An optional reference without a foreign key constraint, followed from its row and
+    never looked up by (no index): checked once per statement where its model declares
+    references() (tickets), or not at all where what it names is never deleted (replay)."""
+    return models.ForeignKey(
+        model,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,
+        db_constraint=False,
+    )
+
+
 def references(*links: tuple[str, str]) -> list[pgtrigger.Trigger]:
     """Each (column, parent table): every new row's column names a row of the parent table
     (or is NULL). Parents that can be deleted are locked FOR KEY SHARE, as a foreign key's

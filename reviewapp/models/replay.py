@@ -14,19 +14,6 @@ from django.db import models
 from reviewapp.models import guards
 
 
-def _unchecked_reference(model: str) -> models.ForeignKey:
-    """An optional reference the database does not check (see ReplayResult's run)."""
-    return models.ForeignKey(
-        model,
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="+",
-        db_index=False,
-        db_constraint=False,
-    )
-
-
 class FixtureSet(models.Model):
     """A named, immutable set of runs, each pinned at the record it had when frozen:
     records are never changed or removed, so later ingests cannot change what it holds."""
@@ -75,7 +62,7 @@ class FixtureRun(models.Model):
     fixture_set = models.ForeignKey(FixtureSet, on_delete=models.PROTECT, related_name="runs")
     run = models.ForeignKey("Run", on_delete=models.PROTECT, related_name="+", db_index=False)
     through_record_id = models.BigIntegerField()
-    recorded_judgement = _unchecked_reference("Judgement")
+    recorded_judgement = guards.unchecked_reference("Judgement")
 
     class Meta:
         triggers = guards.append_only()
@@ -230,12 +217,12 @@ class ReplayResult(models.Model):
     entity = models.TextField(null=True, blank=True)
     field = models.TextField(blank=True)
     finding_kind = models.CharField(max_length=60, blank=True)
-    recorded_judgement = _unchecked_reference("Judgement")
-    recorded_verdict = _unchecked_reference("Verdict")
-    recorded_finding = _unchecked_reference("Finding")
-    prospective_judgement = _unchecked_reference("Judgement")
-    prospective_verdict = _unchecked_reference("Verdict")
-    prospective_finding = _unchecked_reference("Finding")
+    recorded_judgement = guards.unchecked_reference("Judgement")
+    recorded_verdict = guards.unchecked_reference("Verdict")
+    recorded_finding = guards.unchecked_reference("Finding")
+    prospective_judgement = guards.unchecked_reference("Judgement")
+    prospective_verdict = guards.unchecked_reference("Verdict")
+    prospective_finding = guards.unchecked_reference("Finding")
     changed = models.BooleanField()
     newly_resolved = models.BooleanField()
     newly_conflict = models.BooleanField()
@@ -247,7 +234,7 @@ class ReplayResult(models.Model):
     # A change none of the above names: the reason or rule, or a group only one side has.
     other_changed = models.BooleanField()
     # The group's ticket when replayed, and whether the prospective verdict settles it.
-    ticket = _unchecked_reference("Ticket")
+    ticket = guards.unchecked_reference("Ticket")
     settles_ticket = models.BooleanField()
 
     class Meta:

@@ -63,35 +63,11 @@ class Ticket(models.Model):
     fingerprint = models.CharField(max_length=16)
     fingerprint_label = models.TextField()
     # Followed from the ticket, never looked up by: no index.
-    verdict = models.ForeignKey(
-        "Verdict",
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="+",
-        db_index=False,
-        db_constraint=False,
-    )
-    finding = models.ForeignKey(
-        "Finding",
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="+",
-        db_index=False,
-        db_constraint=False,
-    )
+    verdict = guards.unchecked_reference("Verdict")
+    finding = guards.unchecked_reference("Finding")
     # The judgement whose verdict or finding opened the ticket: when it is no longer its
     # run's current one, the ticket says what the newer judgement says. Never looked up by.
-    judgement = models.ForeignKey(
-        "Judgement",
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="+",
-        db_index=False,
-        db_constraint=False,
-    )
+    judgement = guards.unchecked_reference("Judgement")
     policy_number = models.PositiveIntegerField()
     batch = models.ForeignKey(
         "IngestBatch", on_delete=models.PROTECT, related_name="opened_tickets", db_constraint=False
