@@ -134,14 +134,20 @@ def only_active_current() -> list[pgtrigger.Trigger]:
 
 def only_active_tickets() -> list[pgtrigger.Trigger]:
     """A ticket is opened by an ACTIVE judgement, and its verdict or finding is one."""
+    # Scalar subqueries, each an index probe for the row: a join would be planned as a
+    # hash of whole tables that grow with every ingest.
+    purpose = "(SELECT j.purpose FROM reviewapp_judgement j WHERE j.id = {})"
     bad = (
-        "SELECT 1 FROM new_values n "
-        "LEFT JOIN reviewapp_judgement j ON j.id = n.judgement_id "
-        "LEFT JOIN reviewapp_verdict v ON v.id = n.verdict_id "
-        "LEFT JOIN reviewapp_judgement vj ON vj.id = v.judgement_id "
-        "LEFT JOIN reviewapp_finding f ON f.id = n.finding_id "
-        "LEFT JOIN reviewapp_judgement fj ON fj.id = f.judgement_id "
-        "WHERE j.purpose <> 'active' OR vj.purpose <> 'active' OR fj.purpose <> 'active'"
+        "SELECT 1 FROM new_values n WHERE "
+        f"{purpose.format('n.judgement_id')} <> 'active' OR "
+        + purpose.format(
+            "(SELECT v.judgement_id FROM reviewapp_verdict v WHERE v.id = n.verdict_id)"
+        )
+        + " <> 'active' OR "
+        + purpose.format(
+            "(SELECT f.judgement_id FROM reviewapp_finding f WHERE f.id = n.finding_id)"
+        )
+        + " <> 'active'"
     )
     return [
         _statement_check(
@@ -162,8 +168,17 @@ def _statement_check(*, name: str, operation, bad: str, message: str) -> pgtrigg
         when=pgtrigger.After,
         operation=operation,
         referencing=pgtrigger.Referencing(new="new_values"),
-        func=f"IF EXISTS ({bad}) THEN RAISE EXCEPTION '{message}' {REFUSED}; END IF; RETURN NULL;",
+        declare=[("refused", "boolean")],
+        func=_refuse_if(bad, f"RAISE EXCEPTION '{message}' {REFUSED}") + " RETURN NULL;",
     )
+
+
+def _refuse_if(bad: str, refusal: str) -> str:
+    """PL/pgSQL running `refusal` when the query `bad` finds a row. The query goes through
+    EXECUTE, so it is planned for this statement's rows and the tables as they are now:
+    PL/pgSQL would keep the plan it made for its first statements, when an ingest's tables
+    were nearly empty, and go on scanning them whole once they have grown."""
+    return f"EXECUTE $check$SELECT EXISTS ({bad})$check$ INTO refused; IF refused THEN {refusal}; END IF;"
 
 
 FOREIGN_KEY = "USING ERRCODE = 'foreign_key_violation'"
@@ -195,28 +210,29 @@ def references(*links: tuple[str, str]) -> list[pgtrigger.Trigger]:
     """Each (column, parent table): every new row's column names a row of the parent table
     (or is NULL). Parents that can be deleted are locked FOR KEY SHARE, as a foreign key's
     check locks them, so that none goes before this transaction ends; an append-only
-    parent cannot go (and its rows cannot be locked by a role that may not update them)."""
+    parent cannot go (and its rows cannot be locked by a role that may not update them).
+    Parents are found by their primary key, row by row: a join would be planned as a hash
+    of the whole parent table, which grows with every ingest."""
     locks = "".join(
-        f"PERFORM 1 FROM {parent} p WHERE p.id IN (SELECT DISTINCT n.{column} FROM new_values n) "
-        "FOR KEY SHARE OF p; "
+        f"EXECUTE $lock$SELECT 1 FROM {parent} p WHERE p.id = ANY(ARRAY("
+        f"SELECT DISTINCT n.{column} FROM new_values n)) FOR KEY SHARE OF p$lock$; "
         for column, parent in links
         if parent not in APPEND_ONLY_TABLES
     )
     missing = " OR ".join(
-        f"EXISTS (SELECT 1 FROM new_values n WHERE n.{column} IS NOT NULL AND NOT EXISTS "
-        f"(SELECT 1 FROM {parent} p WHERE p.id = n.{column}))"
+        f"EXISTS (SELECT 1 FROM new_values n WHERE n.{column} IS NOT NULL AND "
+        f"(SELECT p.id FROM {parent} p WHERE p.id = n.{column}) IS NULL)"
         for column, parent in links
     )
+    refusal = f"RAISE EXCEPTION 'a row of % points at no row', TG_TABLE_NAME {FOREIGN_KEY}"
     trigger = pgtrigger.Trigger(
         name="references_insert",
         level=pgtrigger.Statement,
         when=pgtrigger.After,
         operation=pgtrigger.Insert,
         referencing=pgtrigger.Referencing(new="new_values"),
-        func=(
-            f"{locks}IF {missing} THEN RAISE EXCEPTION 'a row of % points at no row', "
-            f"TG_TABLE_NAME {FOREIGN_KEY}; END IF; RETURN NULL;"
-        ),
+        declare=[("refused", "boolean")],
+        func=f"{locks}{_refuse_if(f'SELECT 1 WHERE {missing}', refusal)} RETURN NULL;",
     )
     trigger.links = links  # type: ignore[attr-defined]  # for sqlite_guards
     return [trigger]
@@ -228,16 +244,15 @@ def referenced(*links: tuple[str, str]) -> list[pgtrigger.Trigger]:
         f"EXISTS (SELECT 1 FROM old_values o JOIN {child} c ON c.{column} = o.id)"
         for child, column in links
     )
+    refusal = f"RAISE EXCEPTION 'a row of % is still pointed at', TG_TABLE_NAME {FOREIGN_KEY}"
     trigger = pgtrigger.Trigger(
         name="referenced_delete",
         level=pgtrigger.Statement,
         when=pgtrigger.After,
         operation=pgtrigger.Delete,
         referencing=pgtrigger.Referencing(old="old_values"),
-        func=(
-            f"IF {pointed} THEN RAISE EXCEPTION 'a row of % is still pointed at', "
-            f"TG_TABLE_NAME {FOREIGN_KEY}; END IF; RETURN NULL;"
-        ),
+        declare=[("refused", "boolean")],
+        func=f"{_refuse_if(f'SELECT 1 WHERE {pointed}', refusal)} RETURN NULL;",
     )
     trigger.links = links  # type: ignore[attr-defined]  # for sqlite_guards
     return [trigger]
