@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from django.db import connection
-from django.db.models import Count
+from django.db.models import Count, OuterRef, Subquery
 
 from reviewapp.engine import Record
 from reviewapp.ingest.batches import RUNS_OF_BATCHES
@@ -22,16 +22,18 @@ from reviewapp.review.opening import tickets_open
 RUNS_PER_BLOCK = 500
 
 
-def judge_and_open(runs: list[RunToJudge], *, active: ActivePolicy, batch: IngestBatch) -> None:
+def judge_and_open(
+    runs: list[RunToJudge], *, active: ActivePolicy, batch: IngestBatch, first: bool = False
+) -> None:
     """Judge these runs under the active policy, store it, and open the tickets of the
-    judgements that became current."""
+    judgements that became current; `first`: none of them was judged before."""
     if not runs:
         return
     policy = PolicyRef(active.number, active.version.pk if active.version else None)
     with stage("judge"):
         judged = judge(runs, active.policy)
     stored = judgements_store(judged, purpose=ACTIVE, policy=policy)
-    tickets_open(stored, policy_number=active.number, batch_id=batch.pk)
+    tickets_open(stored, policy_number=active.number, batch_id=batch.pk, first=first)
 
 
 def judge_stored_runs(
@@ -100,15 +102,23 @@ class RunsInFlight:
         if not runs:
             return
         # Another delivery may have added lines to a run born here; such a run is left to
-        # the final sweep, which reads all of it.
-        stored = dict(
-            TraceRecord.objects.filter(run_id__in=[run.pk for run in runs])
+        # the final sweep, which reads all of it. Counted run by run (an index probe each):
+        # a grouped count over the records may be planned as a scan of them all.
+        records = (
+            TraceRecord.objects.filter(run_id=OuterRef("pk"))
             .order_by()
-            .values_list("run_id")
+            .values("run_id")
             .annotate(records=Count("id"))
+            .values("records")
+        )
+        stored = dict(
+            Run.objects.filter(pk__in=[run.pk for run in runs])
+            .order_by()
+            .annotate(stored_records=Subquery(records))
+            .values_list("pk", "stored_records")
         )
         whole = [run for run in runs if stored.get(run.pk) == len(run.records)]
-        judge_and_open(whole, active=self.active, batch=self.batch)
+        judge_and_open(whole, active=self.active, batch=self.batch, first=True)
 
 
 def runs_to_judge(batch: IngestBatch, active: ActivePolicy) -> list[int]:

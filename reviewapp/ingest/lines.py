@@ -34,11 +34,12 @@ class Line:
     occurrence: int = 1
     # Every span it brings is stored already: a duplicate, though its bytes are new.
     duplicate: bool = False
-
-    @property
-    def identity(self) -> str:
-        text = f"{self.owner}\x1f{self.line_hash}\x1f{self.occurrence}"
-        return hashlib.sha256(text.encode()).hexdigest()
+    # Set by prepare_chunk, in the reading thread, so that the writer only writes: the
+    # identity, the line's row (LINE_COLUMNS) and, for a native line, its record's row
+    # without the run and line ids (type, key, source, data).
+    identity: str = ""
+    row: tuple[Any, ...] = ()
+    record_row: tuple[Any, ...] = ()
 
 
 def _prepare(batch: IngestBatch, raw_line: RawLine) -> Line:
@@ -67,6 +68,16 @@ def prepare_chunk(
     ]
     for line, occurrence in zip(lines, occurrences.number(keys), strict=True):
         line.occurrence = occurrence
+        text = f"{line.owner}\x1f{line.line_hash}\x1f{occurrence}"
+        line.identity = hashlib.sha256(text.encode()).hexdigest()
+        line.row = _line_row(batch, line)
+        unit = line.unit
+        if unit is not None and unit.format == NATIVE:
+            # One record, decoded from the line itself: its data is the line as received
+            # (decoded strictly, so valid UTF-8 and JSON), not a re-encoding of it.
+            key, source = _record_key(unit.records[0])
+            data = EncodedJSON(line.raw_line.payload.decode())
+            line.record_row = (unit.documents[0]["type"], key, source, data)
     return lines
 
 
@@ -121,9 +132,7 @@ def drop_stored_spans(lines: list[Line], runs: dict[str, RunInfo]) -> None:
         )
 
 
-def insert_new_lines(
-    batch: IngestBatch, lines: list[Line], runs: dict[str, RunInfo]
-) -> dict[int, int]:
+def insert_new_lines(lines: list[Line], runs: dict[str, RunInfo]) -> dict[int, int]:
     """Insert lines not stored yet; {index in chunk: new line id}.
 
     Lines of runs born in this chunk are new by construction and go straight in. For the
@@ -140,9 +149,7 @@ def insert_new_lines(
         and all(runs[run_id].born for run_id in line.unit.run_ids)
     ]
     if direct:
-        ids = insert_rows(
-            TraceLine, LINE_COLUMNS, [_line_row(batch, lines[i]) for i in direct], return_ids=True
-        )
+        ids = insert_rows(TraceLine, LINE_COLUMNS, [lines[i].row for i in direct], return_ids=True)
         inserted.update(zip(direct, ids, strict=True))
     pending = [i for i in range(len(lines)) if i not in inserted and not lines[i].duplicate]
     if pending:
@@ -152,7 +159,7 @@ def insert_new_lines(
             (i for i in pending if lines[i].identity not in held),
             key=lambda i: lines[i].identity,
         )
-        returned = _insert_returning(batch, [lines[i] for i in fresh]) if fresh else {}
+        returned = _insert_returning([lines[i] for i in fresh]) if fresh else {}
         inserted.update(
             (i, returned[lines[i].identity]) for i in fresh if lines[i].identity in returned
         )
@@ -189,13 +196,11 @@ def _line_row(batch: IngestBatch, line: Line) -> tuple[Any, ...]:
     )
 
 
-def _insert_returning(batch: IngestBatch, lines: list[Line]) -> dict[str, int]:
+def _insert_returning(lines: list[Line]) -> dict[str, int]:
     """INSERT … ON CONFLICT DO NOTHING RETURNING, so that only new lines come back."""
     table = TraceLine._meta.db_table
     columns = ", ".join(LINE_COLUMNS)
-    values = [
-        list(column) for column in zip(*(_line_row(batch, line) for line in lines), strict=True)
-    ]
+    values = [list(column) for column in zip(*(line.row for line in lines), strict=True)]
     sql = f"INSERT INTO {table} ({columns}) {{rows}} ON CONFLICT (identity) DO NOTHING RETURNING identity, id"
     if connection.vendor == "postgresql":
         # Eight array parameters instead of eight per line, bound apart from the statement:
@@ -232,15 +237,10 @@ def store_records(
     records: list[tuple[int, Record]] = []
     for line, line_id in fresh:
         assert line.unit is not None  # only accepted lines have records
-        if line.unit.format == NATIVE:
-            # One record, decoded from the line itself: its data is the line as received
-            # (decoded strictly, so valid UTF-8 and JSON), not a re-encoding of it.
-            [record] = line.unit.records
-            key, source = _record_key(record)
-            run_pk = runs[record.run_id].pk
-            data = EncodedJSON(line.raw_line.payload.decode())
-            rows.append((run_pk, line_id, line.unit.documents[0]["type"], key, source, data))
-            records.append((run_pk, record))
+        if line.record_row:
+            run_pk = runs[line.unit.records[0].run_id].pk
+            rows.append((run_pk, line_id, *line.record_row))
+            records.append((run_pk, line.unit.records[0]))
             continue
         for record, document in zip(line.unit.records, line.unit.documents, strict=True):
             key, source = _record_key(record)

@@ -347,7 +347,7 @@ def _store_chunk(batch: IngestBatch, lines: list[Line], in_flight: RunsInFlight)
     with atomic_write():
         runs = ensure_runs([line.unit for line in lines if line.unit])
         drop_stored_spans(lines, runs)
-        new_line_ids = insert_new_lines(batch, lines, runs)
+        new_line_ids = insert_new_lines(lines, runs)
         fresh = [
             (lines[i], line_id) for i, line_id in sorted(new_line_ids.items()) if lines[i].unit
         ]

@@ -84,16 +84,19 @@ def disputed_values(field: str, observations: list[Observation]) -> list[list[st
     return [[o.source, value_text(o.value_for(field))] for o in observations]
 
 
-def tickets_open(stored: list[Stored], *, policy_number: int, batch_id: int) -> None:
+def tickets_open(
+    stored: list[Stored], *, policy_number: int, batch_id: int, first: bool = False
+) -> None:
     """Open the tickets of these judgements that became current; tickets already open for
-    the same run and key are left as they are."""
+    the same run and key are left as they are. `first`: the runs' first judgements, so no
+    ticket of theirs is looked for (one opened meanwhile is still left as it is)."""
     rows = [
         row
         for item in stored
         if item.current
         for row in _ticket_rows(item, policy_number=policy_number, batch_id=batch_id)
     ]
-    _insert_new_tickets(rows)
+    _insert_new_tickets(rows, look_up=not first)
 
 
 def _ticket_rows(item: Stored, *, policy_number: int, batch_id: int) -> Iterator[tuple[Any, ...]]:
@@ -151,12 +154,14 @@ def _ticket_rows(item: Stored, *, policy_number: int, batch_id: int) -> Iterator
         )
 
 
-def _insert_new_tickets(rows: list[tuple[Any, ...]]) -> None:
+def _insert_new_tickets(rows: list[tuple[Any, ...]], *, look_up: bool) -> None:
     """Tickets are unique per run and key: those already open are left as they are."""
     if not rows:
         return
-    existing = set(
-        Ticket.objects.filter(run_id__in={row[0] for row in rows}).values_list("run_id", "key")
+    existing = (
+        set(Ticket.objects.filter(run_id__in={row[0] for row in rows}).values_list("run_id", "key"))
+        if look_up
+        else set()
     )
     # Sorted: two ingests opening the same tickets take their locks in one order.
     new = sorted((row for row in rows if (row[0], row[1]) not in existing), key=lambda r: r[:2])

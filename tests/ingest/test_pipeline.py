@@ -219,6 +219,44 @@ def test_an_older_judgement_never_replaces_a_newer_current_one(tmp_path):
     assert Ticket.objects.count() == tickets
 
 
+def test_a_first_judgement_leaves_a_ticket_opened_meanwhile_as_it_is(tmp_path):
+    # A run judged from memory is judged for the first time, so its tickets are not looked
+    # for; one that another ingest opened meanwhile is kept, not doubled and not an error.
+    from reviewapp.judging.core import judge, stored_runs
+    from reviewapp.judging.policies import active_policy
+    from reviewapp.judging.store import Stored
+    from reviewapp.models import Finding
+    from reviewapp.review.opening import tickets_open
+
+    ingest(
+        tmp_path,
+        observation("r1", "o1", "a", "paid") + b"\n" + observation("r1", "o2", "b", "gone") + b"\n",
+    )
+    run = Run.objects.get()
+    before = list(Ticket.objects.order_by("pk").values())
+    assert before, "the conflict opened a ticket"
+    [judged] = judge(stored_runs([run.pk]), active_policy().policy)
+    judgement_id = run.current_judgement_id
+    again = Stored(
+        judged,
+        judgement_id,
+        list(
+            Verdict.objects.filter(judgement_id=judgement_id)
+            .order_by("position")
+            .values_list("pk", flat=True)
+        ),
+        list(
+            Finding.objects.filter(judgement_id=judgement_id)
+            .order_by("position")
+            .values_list("pk", flat=True)
+        ),
+        current=True,
+    )
+    with transaction.atomic():
+        tickets_open([again], policy_number=0, batch_id=IngestBatch.objects.get().pk, first=True)
+    assert list(Ticket.objects.order_by("pk").values()) == before
+
+
 def test_a_run_appended_to_by_another_delivery_mid_ingest_is_judged_on_all_its_lines(
     tmp_path, monkeypatch
 ):
