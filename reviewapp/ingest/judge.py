@@ -112,12 +112,12 @@ class RunsInFlight:
             .values("records")
         )
         stored = dict(
-            Run.objects.filter(pk__in=[run.pk for run in runs])
+            Run.objects.filter(pk__in=[run.stored_pk for run in runs])
             .order_by()
             .annotate(stored_records=Subquery(records))
             .values_list("pk", "stored_records")
         )
-        whole = [run for run in runs if stored.get(run.pk) == len(run.records)]
+        whole = [run for run in runs if stored.get(run.stored_pk) == len(run.records)]
         judge_and_open(whole, active=self.active, batch=self.batch, first=True)
 
 
