@@ -44,17 +44,30 @@ class Line:
 
 def _prepare(batch: IngestBatch, raw_line: RawLine) -> Line:
     unit, reason = None, ""
+    payload = b""
     if raw_line.error:
         reason = raw_line.error
     else:
+        payload = raw_line.payload
         try:
-            unit = decode_unit(raw_line.payload)
+            unit = decode_unit(payload)
         except RecordError as exc:
             reason = str(exc)
-    owner = "run:" + "\x1f".join(unit.run_ids) if unit else f"batch:{batch.pk}"
-    spans = unit.span_keys if unit else None
-    content = ("spans:" + "\x1f".join(spans)).encode() if spans else raw_line.raw
-    return Line(raw_line, unit, reason, owner, hashlib.sha256(content).hexdigest())
+    if unit is None:
+        owner, content = f"batch:{batch.pk}", raw_line.raw
+    elif unit.format == NATIVE:
+        owner, content = "run:" + unit.records[0].run_id, raw_line.raw
+    else:
+        owner = "run:" + "\x1f".join(unit.run_ids)
+        spans = unit.span_keys
+        content = ("spans:" + "\x1f".join(spans)).encode() if spans else raw_line.raw
+    line = Line(raw_line, unit, reason, owner, hashlib.sha256(content).hexdigest())
+    if unit is not None and unit.format == NATIVE:
+        # One record, decoded from the line itself: its data is the line as received
+        # (decoded strictly, so valid UTF-8 and JSON), not a re-encoding of it.
+        key, source = _record_key(unit.records[0])
+        line.record_row = (unit.documents[0]["type"], key, source, EncodedJSON(payload.decode()))
+    return line
 
 
 def prepare_chunk(
@@ -63,21 +76,12 @@ def prepare_chunk(
     """Decode and hash a chunk's lines (no database): identical bytes of one owner are
     numbered as occurrences within the whole file."""
     lines = [_prepare(batch, raw_line) for raw_line in raw_lines]
-    keys = [
-        hashlib.sha256(f"{line.owner}\x1f{line.line_hash}".encode()).digest()[:16] for line in lines
-    ]
-    for line, occurrence in zip(lines, occurrences.number(keys), strict=True):
+    owned = [f"{line.owner}\x1f{line.line_hash}".encode() for line in lines]
+    keys = [hashlib.sha256(text).digest()[:16] for text in owned]
+    for line, text, occurrence in zip(lines, owned, occurrences.number(keys), strict=True):
         line.occurrence = occurrence
-        text = f"{line.owner}\x1f{line.line_hash}\x1f{occurrence}"
-        line.identity = hashlib.sha256(text.encode()).hexdigest()
+        line.identity = hashlib.sha256(b"%b\x1f%d" % (text, occurrence)).hexdigest()
         line.row = _line_row(batch, line)
-        unit = line.unit
-        if unit is not None and unit.format == NATIVE:
-            # One record, decoded from the line itself: its data is the line as received
-            # (decoded strictly, so valid UTF-8 and JSON), not a re-encoding of it.
-            key, source = _record_key(unit.records[0])
-            data = EncodedJSON(line.raw_line.payload.decode())
-            line.record_row = (unit.documents[0]["type"], key, source, data)
     return lines
 
 

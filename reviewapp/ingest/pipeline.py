@@ -43,7 +43,13 @@ from reviewapp.ingest.lines import (
 )
 from reviewapp.ingest.occurrences import OccurrenceCounter
 from reviewapp.ingest.runs import ensure_runs
-from reviewapp.ingest.stages import StageClock, atomic_write, counting, stage
+from reviewapp.ingest.stages import (
+    StageClock,
+    atomic_write,
+    counting,
+    fewer_collections,
+    stage,
+)
 from reviewapp.ingest.writer import ChunkWriter
 from reviewapp.judging.policies import ActivePolicy, active_policy
 from reviewapp.models import IngestBatch, Ticket, TraceLine
@@ -275,6 +281,7 @@ def store_file(
     occurrences = OccurrenceCounter()
     meter = InflateMeter.of(batch.stored_path)
     with (
+        fewer_collections(),
         open(batch.stored_path, "rb") as stream,
         closing(occurrences),
         ChunkWriter() as writer,

@@ -8,6 +8,7 @@ benchmark (benchmarks/ingest.py) prints what `manage.py ingest --json --stages` 
 
 from __future__ import annotations
 
+import gc
 import sys
 import time
 from collections.abc import Iterator
@@ -86,3 +87,23 @@ def atomic_write() -> Iterator[None]:
         raise
     with stage("commit"):
         atomic.__exit__(None, None, None)
+
+
+# Generation-0 collections during an ingest: one per this many container allocations
+# instead of Python's 700. An ingest allocates and frees (by reference counting) millions
+# of short-lived dicts, lists and records, so most collections find nothing; each one
+# still walks every young object (measured: a tenth of the ingest's CPU at 100,000 lines).
+# Cycles are still collected, less often; memory stays bounded by the chunk.
+INGEST_GC_THRESHOLD = 50_000
+
+
+@contextmanager
+def fewer_collections() -> Iterator[None]:
+    """The garbage collector's first threshold raised to INGEST_GC_THRESHOLD inside (it is
+    per process: set back as it was when the ingest ends)."""
+    before = gc.get_threshold()
+    gc.set_threshold(max(before[0], INGEST_GC_THRESHOLD), *before[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)

@@ -17,9 +17,12 @@ from reviewapp.infra.bulk import insert_rows
 from reviewapp.judging.store import Stored
 from reviewapp.models import Ticket
 
+# One encoder for every key: json.dumps with arguments builds a new one at each call.
+_KEY_JSON = json.JSONEncoder(separators=(",", ":"))
+
 
 def ticket_key(*parts: Any) -> str:
-    return hashlib.sha256(json.dumps(parts, separators=(",", ":")).encode()).hexdigest()
+    return hashlib.sha256(_KEY_JSON.encode(parts).encode()).hexdigest()
 
 
 def _fingerprint(label: str) -> str:
