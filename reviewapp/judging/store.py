@@ -144,10 +144,12 @@ def _make_current(judgement_ids: list[int]) -> set[int]:
     (later records, or the same records under a newer policy); the ids that became current."""
     runs, judged = Run._meta.db_table, Judgement._meta.db_table
     # One array parameter (PostgreSQL), not one placeholder an id to quote into the text.
+    parameters: list[Any]
     if connection.vendor == "postgresql":
         wanted, parameters = "= ANY(%s)", [list(judgement_ids)]
     else:
-        wanted, parameters = "IN ({})".format(", ".join(["%s"] * len(judgement_ids))), judgement_ids
+        wanted = "IN ({})".format(", ".join(["%s"] * len(judgement_ids)))
+        parameters = list(judgement_ids)
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {runs} SET current_judgement_id = j.id FROM {judged} j "
