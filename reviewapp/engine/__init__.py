@@ -12,6 +12,7 @@ from .normalize import Normalizer, canonical
 from .policy import Policy, PolicyError, load_policy
 from .records import (
     ABSENT,
+    UTF8_BOM,
     AgentAction,
     Observation,
     Record,
@@ -40,6 +41,7 @@ __all__ = [
     "ToolCall",
     "Verdict",
     "canonical",
+    "UTF8_BOM",
     "decode_line",
     "judge_run",
     "judge_runs",

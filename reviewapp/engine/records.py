@@ -18,6 +18,9 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+# A UTF-8 byte order mark: a file's first line may open with one, which is not JSON.
+UTF8_BOM = b"\xef\xbb\xbf"
+
 
 class RecordError(ValueError):
     """A line that cannot be accepted; the message is the one-line reason shown to users."""

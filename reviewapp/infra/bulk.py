@@ -6,7 +6,6 @@ through the ORM costs more than the database's own work. Rows are plain tuples."
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -34,12 +33,7 @@ def insert_rows(
     named = [by_attname[name] for name in attnames]
     omitted = _omitted_columns(model, attnames)
     if connection.vendor != "postgresql":
-        json_names = [
-            n for n, f in zip(attnames, named, strict=True) if isinstance(f, models.JSONField)
-        ]
-        instances = [
-            model(**_decoded(dict(zip(attnames, row, strict=True)), json_names)) for row in rows
-        ]
+        instances = [model(**dict(zip(attnames, row, strict=True))) for row in rows]
         created = model._default_manager.bulk_create(instances, batch_size=500)
         return [instance.pk for instance in created] if return_ids else []
 
@@ -125,31 +119,14 @@ def _omitted_columns(model: type[models.Model], attnames: Sequence[str]) -> list
     return omitted
 
 
-class EncodedJSON(str):
-    """JSON text stored as it is in a JSON column: the bytes of a line as received, which
-    were just decoded and checked, are not encoded again from what they decoded to."""
-
-    __slots__ = ()
-
-
 _encode_json = msgspec.json.Encoder().encode
 
 
 def _encoded(value: Any) -> str | None:
-    """None is SQL NULL, as the ORM stores it; EncodedJSON goes as it is."""
+    """None is SQL NULL, as the ORM stores it."""
     if value is None:
         return None
-    if value.__class__ is EncodedJSON:
-        return value
     return _encode_json(value).decode()
-
-
-def _decoded(values: dict[str, Any], json_names: list[str]) -> dict[str, Any]:
-    """Model values from a row (not PostgreSQL): EncodedJSON back into what it holds."""
-    for name in json_names:
-        if values[name].__class__ is EncodedJSON:
-            values[name] = json.loads(values[name])
-    return values
 
 
 @contextmanager

@@ -1,6 +1,6 @@
 """Pieces of SQL that read the same on PostgreSQL and on SQLite (the bare-machine
 default), for the few reports written in SQL: JSON arrays as rows, a JSON object's text
-field, a timestamp's UTC day and ISO week (Monday), and a sorted, de-duplicated list of
+field, JSON held in a line's bytes, a timestamp's UTC day and ISO week (Monday), and a sorted, de-duplicated list of
 texts joined by commas. Values are passed as parameters, never formatted in."""
 
 from __future__ import annotations
@@ -30,6 +30,14 @@ def json_text(expression: str, key: str) -> str:
     if _postgresql():
         return f"({expression} ->> '{key}')"
     return f"json_extract({expression}, '$.{key}')"
+
+
+def bytes_json(expression: str) -> str:
+    """A JSON value from the bytes of a line that held it (a native record's line: UTF-8,
+    a byte order mark it may open with left out, as ingest read it)."""
+    if _postgresql():
+        return f"(ltrim(convert_from({expression}, 'UTF8'), chr(65279))::jsonb)"
+    return f"ltrim(CAST({expression} AS TEXT), char(65279))"
 
 
 def day_of(expression: str) -> str:

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from reviewapp.engine import UTF8_BOM
+
 GZIP_MAGIC = b"\x1f\x8b"
-UTF8_BOM = b"\xef\xbb\xbf"
 MAX_LINE_BYTES = 8 * 1024 * 1024
 # What is kept of a line too long to keep whole.
 OVERSIZED_PREFIX_BYTES = 4096

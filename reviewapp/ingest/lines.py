@@ -16,7 +16,7 @@ from typing import Any
 from django.db import connection
 
 from reviewapp.engine import AgentAction, Observation, Record, RecordError, Resolution, ToolCall
-from reviewapp.infra.bulk import EncodedJSON, bound_cursor, insert_rows
+from reviewapp.infra.bulk import bound_cursor, insert_rows
 from reviewapp.ingest.files import RawLine
 from reviewapp.ingest.formats import NATIVE, RUN_STARTED_ORIGIN, DecodedUnit, decode_unit
 from reviewapp.ingest.occurrences import OccurrenceCounter
@@ -63,10 +63,10 @@ def _prepare(batch: IngestBatch, raw_line: RawLine) -> Line:
         content = ("spans:" + "\x1f".join(spans)).encode() if spans else raw_line.raw
     line = Line(raw_line, unit, reason, owner, hashlib.sha256(content).hexdigest())
     if unit is not None and unit.format == NATIVE:
-        # One record, decoded from the line itself: its data is the line as received
-        # (decoded strictly, so valid UTF-8 and JSON), not a re-encoding of it.
+        # One record, decoded from the line itself: the line is its data, kept once (as
+        # the line's bytes; models.record_document reads it back).
         key, source = _record_key(unit.records[0])
-        line.record_row = (unit.documents[0]["type"], key, source, EncodedJSON(payload.decode()))
+        line.record_row = (unit.documents[0]["type"], key, source, None)
     return line
 
 

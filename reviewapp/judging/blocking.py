@@ -33,13 +33,14 @@ from django.db import connection
 from reviewapp.engine import Observation, Record, RunJudgement, ToolCall
 from reviewapp.infra.days import Window, monday_of
 from reviewapp.infra.sql import (
+    bytes_json,
     json_elements,
     json_text,
     placeholders,
     sorted_list,
     timestamp_param,
 )
-from reviewapp.models import Finding, Run, TraceRecord, Verdict
+from reviewapp.models import Finding, Run, TraceLine, TraceRecord, Verdict
 
 BLOCKING_FINDINGS = (
     "missing-prerequisite",
@@ -122,8 +123,11 @@ def blocked_items_sql(judgements: str, passed: Sequence[str] = ()) -> str:
         "AND o.type = 'tool_observation' AND o.key IN "
         f"(SELECT ev.value FROM {json_elements('v.evidence')} AS ev)"
     )
+    # A native call's document is its line's (models.record_document).
+    document = f"COALESCE(c.data, {bytes_json('l.raw')})"
     tool = (
-        f"(SELECT {json_text('c.data', 'tool')} FROM {records} c WHERE c.run_id = j.run_pk "
+        f"(SELECT {json_text(document, 'tool')} FROM {records} c "
+        f"JOIN {TraceLine._meta.db_table} l ON l.id = c.line_id WHERE c.run_id = j.run_pk "
         "AND c.type = 'tool_call' AND c.key = e.value ORDER BY c.id LIMIT 1)"
     )
     kinds = ", ".join(f"'{kind}'" for kind in BLOCKING_FINDINGS)

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from reviewapp.engine import Policy, Record, RecordError, RunJudgement, judge_run, parse_record
-from reviewapp.models import Run, TraceRecord
+from reviewapp.models import DOCUMENT_COLUMNS, Run, TraceRecord, record_document
 
 log = logging.getLogger(__name__)
 
@@ -77,13 +77,13 @@ def stored_runs(
     rows = (
         TraceRecord.objects.filter(run_id__in=pks)
         .order_by("run_id", "id")
-        .values_list("run_id", "id", "data")
+        .values_list("run_id", "id", *DOCUMENT_COLUMNS)
     )
-    for run_pk, record_id, data in rows.iterator(chunk_size=5000):
+    for run_pk, record_id, data, raw in rows.iterator(chunk_size=5000):
         if through is not None and run_pk in through and record_id > through[run_pk]:
             continue
         try:
-            records[run_pk].append((record_id, parse_record(data)))
+            records[run_pk].append((record_id, parse_record(record_document(data, raw))))
         except RecordError:
             # Accepted when it arrived; an engine that has grown stricter skips it, loudly.
             log.warning("stored record %s no longer parses; skipped", record_id)

@@ -6,6 +6,7 @@ run judged again gets a new judgement beside the old one. Tickets are the work i
 move; every move of a ticket is an AuditEvent."""
 
 from reviewapp.models.ingest import (
+    DOCUMENT_COLUMNS,
     ApiToken,
     IngestBatch,
     IngestPart,
@@ -13,6 +14,7 @@ from reviewapp.models.ingest import (
     ServicePulse,
     TraceLine,
     TraceRecord,
+    record_document,
 )
 from reviewapp.models.judging import Finding, Judgement, Verdict
 from reviewapp.models.policy import (
@@ -83,5 +85,7 @@ __all__ = [
     "TicketFacetDelta",
     "TraceLine",
     "TraceRecord",
+    "record_document",
+    "DOCUMENT_COLUMNS",
     "Verdict",
 ]

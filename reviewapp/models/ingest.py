@@ -4,11 +4,13 @@ records read from them (lines and records are written once and never changed).""
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from reviewapp.engine import UTF8_BOM, decode_line
 from reviewapp.models import guards
 
 
@@ -251,7 +253,9 @@ class TraceRecord(models.Model):
     # toolCallId for calls, observationId for observations, name for actions.
     key = models.TextField(blank=True)
     source = models.TextField(blank=True)
-    data = models.JSONField()
+    # The record converted from an external span. A native line's record is the line
+    # itself, kept once, as its bytes: here NULL (record_document reads the line).
+    data = models.JSONField(null=True, blank=True)
 
     class Meta:
         triggers = guards.append_only() + guards.references(
@@ -261,3 +265,26 @@ class TraceRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.type} {self.key}"
+
+    @property
+    def document(self) -> dict[str, Any]:
+        """The record as the engine reads it (fetch `line` with it: a native record's
+        document is its line's)."""
+        return record_document(self.data, None if self.data is not None else self.line.raw)
+
+
+# What a query of records names to read their documents (record_document's arguments).
+DOCUMENT_COLUMNS = ("data", "line__raw")
+
+
+def record_document(data: dict[str, Any] | None, raw: bytes | memoryview | None) -> dict[str, Any]:
+    """A stored record's document: its own data (converted from an external span), or the
+    JSON of its native line's bytes, as ingest decoded them (no BOM; a trailing carriage
+    return is whitespace)."""
+    if data is not None:
+        return data
+    assert raw is not None, "a native record's line is read with it"
+    line = bytes(raw)
+    if line.startswith(UTF8_BOM):
+        line = line[len(UTF8_BOM) :]
+    return decode_line(line)

@@ -24,7 +24,14 @@ from reviewapp.engine import RecordError, judge_runs, load_policy
 from reviewapp.ingest.files import TraceFileError, read_trace_file
 from reviewapp.ingest.formats import decode_unit
 from reviewapp.ingest.pipeline import ingest_file
-from reviewapp.models import FixtureSet, IngestBatch, Run, TraceRecord
+from reviewapp.models import (
+    DOCUMENT_COLUMNS,
+    FixtureSet,
+    IngestBatch,
+    Run,
+    TraceRecord,
+    record_document,
+)
 from reviewapp.replay.fixtures import FixtureError, canonical_line, freeze, recorded_at
 
 # How many bad lines or runs a refusal names.
@@ -106,10 +113,10 @@ def _prefix_pins(found: FileRuns, runs: dict[str, int]) -> dict[int, int]:
     rows = (
         TraceRecord.objects.filter(run_id__in=list(runs.values()))
         .order_by("run_id", "id")
-        .values_list("run_id", "id", "data")
+        .values_list("run_id", "id", *DOCUMENT_COLUMNS)
     )
-    for run_pk, record_id, data in rows.iterator(chunk_size=5000):
-        stored[run_pk].append((record_id, data))
+    for run_pk, record_id, data, raw in rows.iterator(chunk_size=5000):
+        stored[run_pk].append((record_id, record_document(data, raw)))
     for run_id, run_pk in runs.items():
         wanted = [canonical_line(document) for document in found.documents[run_id]]
         held = stored[run_pk][: len(wanted)]

@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from reviewapp.infra.bulk import insert_rows
 from reviewapp.models import (
+    DOCUMENT_COLUMNS,
     FixtureRun,
     FixtureSet,
     FixtureSuiteMark,
@@ -31,6 +32,7 @@ from reviewapp.models import (
     Run,
     Ticket,
     TraceRecord,
+    record_document,
 )
 from reviewapp.review.queue import QueueFilters, filtered_tickets
 
@@ -103,11 +105,11 @@ def records_digest(pins: Mapping[int, int]) -> tuple[str, int]:
         rows = (
             TraceRecord.objects.filter(run_id__in=chunk)
             .order_by("run_id", "id")
-            .values_list("run_id", "id", "data")
+            .values_list("run_id", "id", *DOCUMENT_COLUMNS)
         )
-        for run_pk, record_id, data in rows.iterator(chunk_size=5000):
+        for run_pk, record_id, data, raw in rows.iterator(chunk_size=5000):
             if record_id <= pins[run_pk]:
-                digest.update(canonical_line(data).encode() + b"\n")
+                digest.update(canonical_line(record_document(data, raw)).encode() + b"\n")
                 count += 1
     return digest.hexdigest(), count
 

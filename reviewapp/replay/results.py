@@ -87,8 +87,8 @@ def observations(result: ReplayResult) -> list[dict[str, Any]]:
     if pin is not None:
         records = records.filter(id__lte=pin)
     return [
-        {"id": record.key, "source": record.source, "data": record.data}
-        for record in records.order_by("id")
+        {"id": record.key, "source": record.source, "data": record.document}
+        for record in records.select_related("line").order_by("id")
     ]
 
 

@@ -155,7 +155,7 @@ def _parsed(records: list[TraceRecord]) -> list[tuple[TraceRecord, Any]]:
     parsed = []
     for record in records:
         try:
-            parsed.append((record, parse_record(record.data)))
+            parsed.append((record, parse_record(record.document)))
         except RecordError:
             # Accepted when it arrived; an engine grown stricter since skips it, as judging does.
             log.warning("stored record %s no longer parses; not shown", record.pk)

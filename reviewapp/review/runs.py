@@ -89,7 +89,7 @@ def run_timeline(run: Run) -> RunTimeline:
     entries = []
     for record in records:
         try:
-            parsed = parse_record(record.data)
+            parsed = parse_record(record.document)
         except RecordError:
             parsed = None
         entry = _entry(record, parsed)

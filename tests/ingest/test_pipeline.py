@@ -7,9 +7,11 @@ from pathlib import Path
 import pytest
 from django.db import transaction
 
+from reviewapp.engine import UTF8_BOM
 from reviewapp.ingest import pipeline as ingestion
 from reviewapp.ingest.batches import IngestSummary, create_batch
 from reviewapp.ingest.pipeline import ingest_batch, ingest_file
+from reviewapp.judging.core import stored_runs
 from reviewapp.models import IngestBatch, Judgement, Run, Ticket, TraceLine, TraceRecord, Verdict
 from tests.paths import OTEL as OTEL_DIR
 from tests.paths import SPEC as SPEC_DIR
@@ -79,7 +81,10 @@ def test_raw_lines_are_kept_byte_for_byte(tmp_path):
     ingest(tmp_path, odd + b"\r\n")
     stored = TraceLine.objects.get()
     assert bytes(stored.raw) == odd + b"\r"
-    assert TraceRecord.objects.get().data["extra"] == {"b": 1, "a": [1.5]}
+    assert TraceRecord.objects.select_related("line").get().document["extra"] == {
+        "b": 1,
+        "a": [1.5],
+    }
 
 
 def test_ingesting_the_same_content_again_adds_nothing(tmp_path):
@@ -616,20 +621,29 @@ def test_a_stage_inside_another_counts_once():
     assert clock.seconds["write"] < clock.seconds["judge"]
 
 
-def test_a_native_record_is_stored_from_the_line_as_received_not_reencoded(tmp_path):
-    from django.db import connection
-
-    # 12.50 as a JSON number: decoded, it is the float 12.5; stored from the bytes as
-    # received, PostgreSQL keeps the number as written.
+def test_a_native_record_is_its_line_stored_once_as_received(tmp_path):
+    # 12.50 as a JSON number: decoded, it is the float 12.5. The record keeps no copy of
+    # the JSON: the line's bytes are its data, the number as written.
     ingest(
-        tmp_path, observation("r1", "o1", "a", "paid", amount=1).replace(b"1}", b"12.50}") + b"\n"
+        tmp_path,
+        UTF8_BOM
+        + observation("r1", "o1", "a", "paid", amount=1).replace(b"1}", b"12.50}")
+        + b"\r\n",
     )
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT data::text FROM reviewapp_tracerecord")
-        [(text,)] = cursor.fetchall()
-    assert '"amount": 12.50' in text
-    record = TraceRecord.objects.get()
-    assert record.data["amount"] == 12.5 and record.data["observationId"] == "o1"
+    record = TraceRecord.objects.select_related("line").get()
+    assert record.data is None
+    assert b'"amount":12.50' in bytes(record.line.raw)
+    assert record.document["amount"] == 12.5 and record.document["observationId"] == "o1"
+    # What reads records from the database reads them so too (judging, replay, shadow).
+    [run] = stored_runs([record.run_id])
+    assert run.records[0][1].observation_id == "o1"
+
+
+def test_a_converted_record_keeps_its_own_data(tmp_path):
+    ingest_file(OTEL_DIR / "otlp-js-sdk.json", channel=IngestBatch.Channel.CLI)
+    converted = TraceRecord.objects.select_related("line").filter(type="tool_observation")
+    assert converted and all(record.data is not None for record in converted)
+    assert all(record.document == record.data for record in converted)
 
 
 def test_reserved_ids_are_new_distinct_and_ascending_and_never_given_again():

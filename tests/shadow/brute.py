@@ -44,12 +44,12 @@ def in_window(run: Run, since: date, until: date) -> bool:
 
 def items_of(judgement: Judgement, run: Run) -> list[Item]:
     """Blocked items of one judgement, from its rows."""
-    records = list(TraceRecord.objects.filter(run=run).order_by("id"))
+    records = list(TraceRecord.objects.filter(run=run).select_related("line").order_by("id"))
     sources = {r.key: r.source for r in records if r.type == "tool_observation"}
     tools: dict[str, str] = {}
     for r in records:
         if r.type == "tool_call":
-            tools.setdefault(r.key, r.data.get("tool", ""))
+            tools.setdefault(r.key, r.document.get("tool", ""))
     day = run.started_at.astimezone(UTC).date()
     found = []
     for v in Verdict.objects.filter(judgement=judgement):
