@@ -12,7 +12,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from reviewapp.gate.check import check, check_refuse
-from reviewapp.views.ingest_api import _token_or_error
+from reviewapp.views.ingest_api import token_or_error
 
 
 @csrf_exempt  # a bearer token, not a cookie, authenticates these requests
@@ -20,7 +20,7 @@ from reviewapp.views.ingest_api import _token_or_error
 @require_POST
 def post_check(request: HttpRequest) -> JsonResponse:
     started = time.perf_counter()
-    token = _token_or_error(request)
+    token = token_or_error(request)
     if isinstance(token, JsonResponse):
         return token
     too_large = f"body is over the {settings.GATE_MAX_BYTES:,}-byte limit"

@@ -21,7 +21,9 @@ def _error(status: int, message: str) -> JsonResponse:
     return JsonResponse({"error": message}, status=status)
 
 
-def _token_or_error(request: HttpRequest) -> ApiToken | JsonResponse:
+def token_or_error(request: HttpRequest) -> ApiToken | JsonResponse:
+    """The request's bearer token, or the 401 or 403 to answer with: for every API view
+    that takes a token with the ingest permission (traces, batches, the gate)."""
     token = authenticate_bearer(request.headers.get("Authorization"))
     if token is None:
         response = _error(401, "a valid bearer token is required")
@@ -73,7 +75,7 @@ def _batch_json(batch: IngestBatch) -> dict:
 @login_not_required
 @require_POST
 def post_traces(request: HttpRequest) -> JsonResponse:
-    token = _token_or_error(request)
+    token = token_or_error(request)
     if isinstance(token, JsonResponse):
         return token
     try:
@@ -93,7 +95,7 @@ def post_traces(request: HttpRequest) -> JsonResponse:
 @login_not_required
 @require_GET
 def get_batch(request: HttpRequest, public_id) -> JsonResponse:
-    token = _token_or_error(request)
+    token = token_or_error(request)
     if isinstance(token, JsonResponse):
         return token
     batch = IngestBatch.objects.filter(public_id=public_id, created_by=token.user).first()
