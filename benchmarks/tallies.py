@@ -68,7 +68,7 @@ def seed(n: int) -> float:
     started = time.perf_counter()
     batch = IngestBatch.objects.create(channel="cli", file_name="bench", content_sha256="0" * 64)
     line = TraceLine.objects.create(
-        batch=batch, identity="bench-line", line_number=1, raw=b"{}", accepted=True
+        batch=batch, identity="b" * 32, line_number=1, raw=b"{}", accepted=True
     )
     sql(
         "INSERT INTO reviewapp_run (run_id, agent, started_at, first_ingested_at) "

@@ -295,7 +295,7 @@ def test_postgresql_refuses_a_line_record_or_ticket_pointing_at_no_row(every_tab
     with pytest.raises(IntegrityError, match="points at no row"), transaction.atomic():
         TraceLine.objects.create(
             batch_id=POINTING_AT_NOTHING,
-            identity="0" * 64,
+            identity="0" * 32,
             line_number=1,
             raw=b"{}",
             accepted=False,
@@ -346,7 +346,7 @@ def test_postgresql_refuses_deleting_a_run_or_batch_its_records_or_lines_point_a
     batch = IngestBatch.objects.create(channel="cli", file_name="f", content_sha256="x")
     run = Run.objects.create(run_id="pointed-at", started_at="2026-11-30T00:00:00Z")
     line = TraceLine.objects.create(
-        batch=batch, identity="1" * 64, line_number=1, raw=b"{}", accepted=True
+        batch=batch, identity="1" * 32, line_number=1, raw=b"{}", accepted=True
     )
     record = TraceRecord.objects.create(run=run, line=line, type="agent_action", data={})
     # The app's role may not delete them at all: the owner is refused by the guard.

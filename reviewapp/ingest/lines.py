@@ -1,10 +1,10 @@
 """Lines as they arrive: decoded and hashed (no database), then stored once each.
 
-A line's identity makes re-delivery a no-op: for an accepted line, its run ids, the hash
-of its bytes (of its spans' trace and span ids, for an external format: a re-export is
-the same line whatever its formatting) and which occurrence of those it is in the file;
-for a rejected line, its batch, the line's hash and its occurrence in that batch, so that
-a file sent again reports its bad lines again. A span stored once is not stored again
+A line's identity (128 bits of a SHA-256) makes re-delivery a no-op: for an accepted
+line, its run ids, the hash of its bytes (of its spans' trace and span ids, for an external
+format: a re-export is the same line whatever its formatting) and which occurrence of those
+it is in the file; for a rejected line, its batch, the line's hash and its occurrence in
+that batch, so that a file sent again reports its bad lines again. A span stored once is not stored again
 (drop_stored_spans), even inside a document that also brings new ones."""
 
 from __future__ import annotations
@@ -80,7 +80,8 @@ def prepare_chunk(
     keys = [hashlib.sha256(text).digest()[:16] for text in owned]
     for line, text, occurrence in zip(lines, owned, occurrences.number(keys), strict=True):
         line.occurrence = occurrence
-        line.identity = hashlib.sha256(b"%b\x1f%d" % (text, occurrence)).hexdigest()
+        # 128 bits of it (TraceLine.identity is a UUID column), as 32 hex digits.
+        line.identity = hashlib.sha256(b"%b\x1f%d" % (text, occurrence)).hexdigest()[:32]
         line.row = _line_row(batch, line)
     return lines
 
@@ -172,7 +173,8 @@ def insert_new_lines(lines: list[Line], runs: dict[str, RunInfo]) -> dict[int, i
 
 def _held(identities: list[str]) -> set[str]:
     """Which of these identities are stored already."""
-    return set(TraceLine.objects.filter(identity__in=identities).values_list("identity", flat=True))
+    held = TraceLine.objects.filter(identity__in=identities).values_list("identity", flat=True)
+    return {identity.hex for identity in held}
 
 
 LINE_COLUMNS = (
@@ -209,10 +211,10 @@ def _insert_returning(lines: list[Line]) -> dict[str, int]:
     if connection.vendor == "postgresql":
         # Eight array parameters instead of eight per line, bound apart from the statement:
         # quoting the raw bytes into its text would cost more than the insert.
-        rows = "SELECT * FROM unnest(%s::bigint[], %s::text[], %s::integer[], %s::bytea[], %s::boolean[], %s::text[], %s::text[], %s::integer[])"
+        rows = "SELECT * FROM unnest(%s::bigint[], %s::text[]::uuid[], %s::integer[], %s::bytea[], %s::boolean[], %s::text[], %s::text[], %s::integer[])"
         with bound_cursor() as cursor:
             cursor.execute(sql.format(rows=rows), values, binary=True)
-            return dict(cursor.fetchall())
+            return {identity.hex: line_id for identity, line_id in cursor.fetchall()}
     rows = "VALUES " + ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s)"] * len(lines))
     with connection.cursor() as cursor:
         cursor.execute(

@@ -206,7 +206,9 @@ class TraceLine(models.Model):
         db_index=False,
         db_constraint=False,
     )
-    identity = models.CharField(max_length=64)
+    # The first 128 bits of the SHA-256 of what identifies the line (ingest.lines): 16
+    # bytes in the unique index every ingest probes, not 64 hex characters.
+    identity = models.UUIDField()
     line_number = models.PositiveIntegerField()
     raw = models.BinaryField()
     accepted = models.BooleanField()

@@ -114,7 +114,7 @@ def build(world: dict) -> Built:
             started_at=_started(spec["month"], spec["hours"]),
         )
         line = TraceLine.objects.create(
-            batch=batch, identity=f"world-line-{number}", line_number=1, raw=b"{}", accepted=True
+            batch=batch, identity=f"{number:032x}", line_number=1, raw=b"{}", accepted=True
         )
         stored = [_judgement(run, line, j, "active") for j in spec["active"]]
         if spec["shadow"] is not None:
