@@ -1,7 +1,8 @@
 """Pieces of SQL that read the same on PostgreSQL and on SQLite (the bare-machine
 default), for the few reports written in SQL: JSON arrays as rows, a JSON object's text
-field, JSON held in a line's bytes, a timestamp's UTC day and ISO week (Monday), and a sorted, de-duplicated list of
-texts joined by commas. Values are passed as parameters, never formatted in."""
+field, JSON held in a line's bytes, a timestamp's UTC day and ISO week (Monday), and a
+sorted, de-duplicated list of texts joined by commas. Values are passed as parameters,
+never formatted in."""
 
 from __future__ import annotations
 

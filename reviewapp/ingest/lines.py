@@ -1,11 +1,12 @@
 """Lines as they arrive: decoded and hashed (no database), then stored once each.
 
 A line's identity (128 bits of a SHA-256) makes re-delivery a no-op: for an accepted
-line, its run ids, the hash of its bytes (of its spans' trace and span ids, for an external
-format: a re-export is the same line whatever its formatting) and which occurrence of those
-it is in the file; for a rejected line, its batch, the line's hash and its occurrence in
-that batch, so that a file sent again reports its bad lines again. A span stored once is not stored again
-(drop_stored_spans), even inside a document that also brings new ones."""
+line, its run ids, the hash of its bytes (of its spans' trace and span ids, for an
+external format: a re-export is the same line whatever its formatting) and which
+occurrence of those it is in the file; for a rejected line, its batch, the line's hash
+and its occurrence in that batch, so that a file sent again reports its bad lines again.
+A span stored once is not stored again (drop_stored_spans), even inside a document that
+also brings new ones."""
 
 from __future__ import annotations
 
@@ -44,30 +45,28 @@ class Line:
 
 def _prepare(batch: IngestBatch, raw_line: RawLine) -> Line:
     unit, reason = None, ""
-    payload = b""
     if raw_line.error:
         reason = raw_line.error
     else:
-        payload = raw_line.payload
         try:
-            unit = decode_unit(payload)
+            unit = decode_unit(raw_line.payload)
         except RecordError as exc:
             reason = str(exc)
+    record_row: tuple[Any, ...] = ()
     if unit is None:
         owner, content = f"batch:{batch.pk}", raw_line.raw
     elif unit.format == NATIVE:
         owner, content = "run:" + unit.records[0].run_id, raw_line.raw
+        # One record, decoded from the line itself: the line is its data, kept once (as
+        # the line's bytes; models.TraceRecord.document reads it back).
+        key, source = _record_key(unit.records[0])
+        record_row = (unit.documents[0]["type"], key, source, None)
     else:
         owner = "run:" + "\x1f".join(unit.run_ids)
         spans = unit.span_keys
         content = ("spans:" + "\x1f".join(spans)).encode() if spans else raw_line.raw
-    line = Line(raw_line, unit, reason, owner, hashlib.sha256(content).hexdigest())
-    if unit is not None and unit.format == NATIVE:
-        # One record, decoded from the line itself: the line is its data, kept once (as
-        # the line's bytes; models.record_document reads it back).
-        key, source = _record_key(unit.records[0])
-        line.record_row = (unit.documents[0]["type"], key, source, None)
-    return line
+    line_hash = hashlib.sha256(content).hexdigest()
+    return Line(raw_line, unit, reason, owner, line_hash, record_row=record_row)
 
 
 def prepare_chunk(

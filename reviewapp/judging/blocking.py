@@ -123,7 +123,7 @@ def blocked_items_sql(judgements: str, passed: Sequence[str] = ()) -> str:
         "AND o.type = 'tool_observation' AND o.key IN "
         f"(SELECT ev.value FROM {json_elements('v.evidence')} AS ev)"
     )
-    # A native call's document is its line's (models.record_document).
+    # A native call's document is its line's (models.TraceRecord.document).
     document = f"COALESCE(c.data, {bytes_json('l.raw')})"
     tool = (
         f"(SELECT {json_text(document, 'tool')} FROM {records} c "

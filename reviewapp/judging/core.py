@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from reviewapp.engine import Policy, Record, RecordError, RunJudgement, judge_run, parse_record
-from reviewapp.models import DOCUMENT_COLUMNS, Run, TraceRecord, record_document
+from reviewapp.models import Run, stored_documents
 
 log = logging.getLogger(__name__)
 
@@ -74,16 +74,11 @@ def stored_runs(
     it holds now up to that record, since records are never changed or removed."""
     pks = sorted(set(run_pks))
     records: dict[int, list[tuple[int, Record]]] = defaultdict(list)
-    rows = (
-        TraceRecord.objects.filter(run_id__in=pks)
-        .order_by("run_id", "id")
-        .values_list("run_id", "id", *DOCUMENT_COLUMNS)
-    )
-    for run_pk, record_id, data, raw in rows.iterator(chunk_size=5000):
+    for run_pk, record_id, document in stored_documents(pks):
         if through is not None and run_pk in through and record_id > through[run_pk]:
             continue
         try:
-            records[run_pk].append((record_id, parse_record(record_document(data, raw))))
+            records[run_pk].append((record_id, parse_record(document)))
         except RecordError:
             # Accepted when it arrived; an engine that has grown stricter skips it, loudly.
             log.warning("stored record %s no longer parses; skipped", record_id)

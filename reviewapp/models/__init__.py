@@ -6,7 +6,6 @@ run judged again gets a new judgement beside the old one. Tickets are the work i
 move; every move of a ticket is an AuditEvent."""
 
 from reviewapp.models.ingest import (
-    DOCUMENT_COLUMNS,
     ApiToken,
     IngestBatch,
     IngestPart,
@@ -14,7 +13,7 @@ from reviewapp.models.ingest import (
     ServicePulse,
     TraceLine,
     TraceRecord,
-    record_document,
+    stored_documents,
 )
 from reviewapp.models.judging import Finding, Judgement, Verdict
 from reviewapp.models.policy import (
@@ -85,7 +84,6 @@ __all__ = [
     "TicketFacetDelta",
     "TraceLine",
     "TraceRecord",
-    "record_document",
-    "DOCUMENT_COLUMNS",
+    "stored_documents",
     "Verdict",
 ]

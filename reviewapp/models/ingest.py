@@ -3,15 +3,19 @@ records read from them (lines and records are written once and never changed).""
 
 from __future__ import annotations
 
+import logging
 import uuid
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from reviewapp.engine import UTF8_BOM, decode_line
+from reviewapp.engine import UTF8_BOM, RecordError, decode_line
 from reviewapp.models import guards
+
+log = logging.getLogger(__name__)
 
 
 class ApiToken(models.Model):
@@ -275,8 +279,21 @@ class TraceRecord(models.Model):
         return record_document(self.data, None if self.data is not None else self.line.raw)
 
 
-# What a query of records names to read their documents (record_document's arguments).
-DOCUMENT_COLUMNS = ("data", "line__raw")
+def stored_documents(run_pks: Iterable[int]) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    """(run pk, record id, document) of these runs' records, by run pk and then in
+    recording order, read in bounded memory. A native line that no longer decodes (an
+    engine grown stricter since) is skipped, loudly, as judging skips a record that no
+    longer parses."""
+    rows = (
+        TraceRecord.objects.filter(run_id__in=sorted(set(run_pks)))
+        .order_by("run_id", "id")
+        .values_list("run_id", "id", "data", "line__raw")
+    )
+    for run_pk, record_id, data, raw in rows.iterator(chunk_size=5000):
+        try:
+            yield run_pk, record_id, record_document(data, raw)
+        except RecordError:
+            log.warning("stored record %s no longer decodes; skipped", record_id)
 
 
 def record_document(data: dict[str, Any] | None, raw: bytes | memoryview | None) -> dict[str, Any]:

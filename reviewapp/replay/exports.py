@@ -29,14 +29,7 @@ from django.utils import timezone
 from reviewapp.engine import Policy, judge_runs, load_policy
 from reviewapp.ingest.formats import decode_unit
 from reviewapp.judging.policies import default_policy_document
-from reviewapp.models import (
-    DOCUMENT_COLUMNS,
-    FixtureRun,
-    FixtureSet,
-    PolicyVersion,
-    TraceRecord,
-    record_document,
-)
+from reviewapp.models import FixtureRun, FixtureSet, PolicyVersion, stored_documents
 from reviewapp.policy.versions import policy_version_export
 from reviewapp.replay.fixtures import FixtureError, canonical_line
 
@@ -110,14 +103,9 @@ def record_documents(fixture_set: FixtureSet) -> Iterator[tuple[int, dict[str, A
     pks = sorted(pins)
     for start in range(0, len(pks), RUN_CHUNK):
         chunk = pks[start : start + RUN_CHUNK]
-        rows = (
-            TraceRecord.objects.filter(run_id__in=chunk)
-            .order_by("run_id", "id")
-            .values_list("run_id", "id", *DOCUMENT_COLUMNS)
-        )
-        for run_pk, record_id, data, raw in rows.iterator(chunk_size=5000):
+        for run_pk, record_id, document in stored_documents(chunk):
             if record_id <= pins[run_pk]:
-                yield run_pk, record_document(data, raw)
+                yield run_pk, document
 
 
 @dataclass

@@ -24,14 +24,7 @@ from reviewapp.engine import RecordError, judge_runs, load_policy
 from reviewapp.ingest.files import TraceFileError, read_trace_file
 from reviewapp.ingest.formats import decode_unit
 from reviewapp.ingest.pipeline import ingest_file
-from reviewapp.models import (
-    DOCUMENT_COLUMNS,
-    FixtureSet,
-    IngestBatch,
-    Run,
-    TraceRecord,
-    record_document,
-)
+from reviewapp.models import FixtureSet, IngestBatch, Run, stored_documents
 from reviewapp.replay.fixtures import FixtureError, canonical_line, freeze, recorded_at
 
 # How many bad lines or runs a refusal names.
@@ -110,13 +103,8 @@ def _prefix_pins(found: FileRuns, runs: dict[str, int]) -> dict[int, int]:
     records; FixtureError naming the runs that hold something else."""
     pins, differ = {}, []
     stored: dict[int, list[tuple[int, Any]]] = defaultdict(list)
-    rows = (
-        TraceRecord.objects.filter(run_id__in=list(runs.values()))
-        .order_by("run_id", "id")
-        .values_list("run_id", "id", *DOCUMENT_COLUMNS)
-    )
-    for run_pk, record_id, data, raw in rows.iterator(chunk_size=5000):
-        stored[run_pk].append((record_id, record_document(data, raw)))
+    for run_pk, record_id, document in stored_documents(runs.values()):
+        stored[run_pk].append((record_id, document))
     for run_id, run_pk in runs.items():
         wanted = [canonical_line(document) for document in found.documents[run_id]]
         held = stored[run_pk][: len(wanted)]

@@ -23,7 +23,6 @@ from django.utils import timezone
 
 from reviewapp.infra.bulk import insert_rows
 from reviewapp.models import (
-    DOCUMENT_COLUMNS,
     FixtureRun,
     FixtureSet,
     FixtureSuiteMark,
@@ -32,7 +31,7 @@ from reviewapp.models import (
     Run,
     Ticket,
     TraceRecord,
-    record_document,
+    stored_documents,
 )
 from reviewapp.review.queue import QueueFilters, filtered_tickets
 
@@ -102,14 +101,9 @@ def records_digest(pins: Mapping[int, int]) -> tuple[str, int]:
     pks = sorted(pins)
     for start in range(0, len(pks), RUN_CHUNK):
         chunk = pks[start : start + RUN_CHUNK]
-        rows = (
-            TraceRecord.objects.filter(run_id__in=chunk)
-            .order_by("run_id", "id")
-            .values_list("run_id", "id", *DOCUMENT_COLUMNS)
-        )
-        for run_pk, record_id, data, raw in rows.iterator(chunk_size=5000):
+        for run_pk, record_id, document in stored_documents(chunk):
             if record_id <= pins[run_pk]:
-                digest.update(canonical_line(record_document(data, raw)).encode() + b"\n")
+                digest.update(canonical_line(document).encode() + b"\n")
                 count += 1
     return digest.hexdigest(), count
 
