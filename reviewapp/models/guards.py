@@ -211,8 +211,9 @@ def references(*links: tuple[str, str]) -> list[pgtrigger.Trigger]:
     (or is NULL). Parents that can be deleted are locked FOR KEY SHARE, as a foreign key's
     check locks them, so that none goes before this transaction ends; an append-only
     parent cannot go (and its rows cannot be locked by a role that may not update them).
-    Parents are found by their primary key, row by row: a join would be planned as a hash
-    of the whole parent table, which grows with every ingest."""
+    Parents are found by their primary key, once per value the new rows name (a COPY of
+    5,000 lines names one batch, not 5,000): a join would be planned as a hash of the
+    whole parent table, which grows with every ingest."""
     locks = "".join(
         f"EXECUTE $lock$SELECT 1 FROM {parent} p WHERE p.id = ANY(ARRAY("
         f"SELECT DISTINCT n.{column} FROM new_values n)) FOR KEY SHARE OF p$lock$; "
@@ -220,8 +221,9 @@ def references(*links: tuple[str, str]) -> list[pgtrigger.Trigger]:
         if parent not in APPEND_ONLY_TABLES
     )
     missing = " OR ".join(
-        f"EXISTS (SELECT 1 FROM new_values n WHERE n.{column} IS NOT NULL AND "
-        f"(SELECT p.id FROM {parent} p WHERE p.id = n.{column}) IS NULL)"
+        f"EXISTS (SELECT 1 FROM (SELECT DISTINCT n.{column} AS named FROM new_values n "
+        f"WHERE n.{column} IS NOT NULL) d WHERE (SELECT p.id FROM {parent} p "
+        "WHERE p.id = d.named) IS NULL)"
         for column, parent in links
     )
     refusal = f"RAISE EXCEPTION 'a row of % points at no row', TG_TABLE_NAME {FOREIGN_KEY}"
