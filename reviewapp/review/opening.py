@@ -5,6 +5,7 @@ worked together."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Iterator
@@ -25,8 +26,15 @@ def ticket_key(*parts: Any) -> str:
     return hashlib.sha256(_KEY_JSON.encode(parts).encode()).hexdigest()
 
 
+# Families and finding kinds are few beside the tickets they name: each is hashed once.
+@functools.lru_cache(maxsize=4096)
 def _fingerprint(label: str) -> str:
     return hashlib.sha256(label.encode()).hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=1024)
+def _finding_key(kind: str) -> str:
+    return ticket_key("finding", kind)
 
 
 def conflict_family(field: str, action: str | None, observations: list[Observation]) -> str:
@@ -136,7 +144,7 @@ def _ticket_rows(item: Stored, *, policy_number: int, batch_id: int) -> Iterator
         label = f"{finding.kind} · {run.agent or 'unknown agent'}"
         yield (
             run.pk,
-            ticket_key("finding", finding.kind),
+            _finding_key(finding.kind),
             Ticket.Kind.FINDING.value,
             None,
             "",
