@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Min, OuterRef, Subquery
 from django.utils import timezone
@@ -193,18 +194,43 @@ def _finish_when_all_done(batch_pk: int) -> None:
 
 
 class PartsFailed(Exception):
-    """A batch split into parts that failed; the message is its error."""
+    """A batch split into parts that failed, or that nobody is working on; the message
+    says which."""
 
 
 def ingest_file_in_parts(
-    path: Path, *, parts: int, progress: Progress | None = None, poll: float = 0.2
+    path: Path,
+    *,
+    parts: int,
+    progress: Progress | None = None,
+    poll: float = 0.2,
+    patience: float | None = None,
 ) -> IngestSummary:
     """Ingest a file where it lies (the command line) in `parts` parts, each by a worker:
-    send them, then wait for the last to end the batch."""
+    send them, then wait for the last to end the batch (see parts_wait)."""
     batch = create_batch(
         channel=IngestBatch.Channel.CLI, path=path.resolve(), file_name=str(path), parts=parts
     )
     ingest_batch(batch)
+    return parts_wait(batch, progress=progress, poll=poll, patience=patience)
+
+
+def parts_wait(
+    batch: IngestBatch,
+    *,
+    progress: Progress | None = None,
+    poll: float = 0.2,
+    patience: float | None = None,
+) -> IngestSummary:
+    """Wait for a batch sent in parts to end; its summary. PartsFailed if it fails, or if
+    `patience` seconds (by default INGEST_STALL_SECONDS, after which a batch counts as
+    stalled) pass with no sign of a worker: no part taken, and the batch's heartbeat and
+    progress standing still. Giving up waiting stops nothing: the parts are left to the
+    workers, and what is stored stays stored."""
+    if patience is None:
+        patience = float(settings.INGEST_STALL_SECONDS)
+    last_sign: tuple[Any, ...] | None = None
+    quiet_since = time.monotonic()
     while True:
         batch.refresh_from_db()
         if progress:
@@ -213,7 +239,30 @@ def ingest_file_in_parts(
             return parts_summary(batch)
         if batch.state == IngestBatch.State.FAILED:
             raise PartsFailed(batch.error)
+        taken = IngestPart.objects.filter(batch=batch, started_at__isnull=False).count()
+        sign = (batch.heartbeat_at, batch.bytes_done, taken)
+        if sign != last_sign:
+            last_sign, quiet_since = sign, time.monotonic()
+        elif time.monotonic() - quiet_since > patience:
+            raise PartsFailed(_stalled(batch, taken, patience))
         time.sleep(poll)
+
+
+def _stalled(batch: IngestBatch, taken: int, patience: float) -> str:
+    waited = f"{patience:g} s"
+    left = (
+        f"batch {batch.pk} is left to the workers (a stalled batch is sent again by the "
+        "beat); what is stored stays stored"
+    )
+    if not taken:
+        return (
+            f"no worker took any of its {batch.parts} parts in {waited}: is a Celery worker "
+            f"running on this broker (celery -A reviewapp.celery worker)? The {left}."
+        )
+    return (
+        f"its workers showed no progress for {waited} ({taken} of {batch.parts} parts "
+        f"taken). The {left}."
+    )
 
 
 def parts_summary(batch: IngestBatch) -> IngestSummary:

@@ -9,11 +9,19 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
+from django.utils import timezone
 
 from reviewapp.ingest import pipeline as ingestion
 from reviewapp.ingest.batches import create_batch
 from reviewapp.ingest.files import RawLine
-from reviewapp.ingest.parts import ingest_part, part_of, parts_create, parts_summary
+from reviewapp.ingest.parts import (
+    PartsFailed,
+    ingest_part,
+    part_of,
+    parts_create,
+    parts_summary,
+    parts_wait,
+)
 from reviewapp.ingest.pipeline import ingest_file
 from reviewapp.models import (
     Finding,
@@ -363,3 +371,40 @@ def test_a_part_that_fails_fails_its_batch_and_its_retry_ends_it(tmp_path, monke
     assert batch.lines == len([raw for raw in trace.read_bytes().splitlines() if raw.strip()])
     assert batch.lines == batch.accepted + batch.duplicates + batch.rejected
     assert TraceLine.objects.filter(batch=batch).count() == batch.accepted + batch.rejected
+
+
+def test_waiting_for_parts_that_no_worker_takes_gives_up_and_says_why(tmp_path):
+    trace = tmp_path / "trace.jsonl"
+    trace.write_bytes(line(runId="r", type="run_started") + b"\n")
+    batch = create_batch(channel="cli", path=trace, file_name=str(trace), parts=2)
+    parts_create(batch)  # and never sent: no worker takes them
+
+    with pytest.raises(PartsFailed) as failed:
+        parts_wait(batch, poll=0.05, patience=0.5)
+
+    assert "no worker took any of its 2 parts in 0.5 s" in str(failed.value)
+    assert "celery -A reviewapp.celery worker" in str(failed.value)
+    batch.refresh_from_db()
+    assert batch.state != IngestBatch.State.FAILED, "giving up waiting fails nothing"
+    assert IngestPart.objects.filter(batch=batch, state="queued").count() == 2
+
+
+def test_waiting_goes_on_while_the_parts_move_and_gives_up_once_they_stand_still(tmp_path):
+    trace = tmp_path / "trace.jsonl"
+    trace.write_bytes(line(runId="r", type="run_started") + b"\n")
+    batch = create_batch(channel="cli", path=trace, file_name=str(trace), parts=2)
+    parts_create(batch)
+    IngestPart.objects.filter(batch=batch, index=0).update(started_at=timezone.now())
+    beats = iter(range(6))
+
+    def progress(done: int, total: int) -> None:
+        # A worker storing chunks: the batch moves on for the first few polls, then stops.
+        if next(beats, None) is not None:
+            IngestBatch.objects.filter(pk=batch.pk).update(bytes_done=done + 1)
+
+    started = timezone.now()
+    with pytest.raises(PartsFailed) as failed:
+        parts_wait(batch, progress=progress, poll=0.1, patience=0.3)
+
+    assert (timezone.now() - started).total_seconds() >= 0.5 + 0.3, "it waited while it moved"
+    assert "showed no progress for 0.3 s (1 of 2 parts taken)" in str(failed.value)
