@@ -3,6 +3,7 @@ records read from them (lines and records are written once and never changed).""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import uuid
 from collections.abc import Iterable, Iterator
@@ -72,6 +73,8 @@ class IngestBatch(models.Model):
     size_bytes = models.BigIntegerField(default=0)
     stored_path = models.CharField(max_length=500, blank=True)
     bytes_done = models.BigIntegerField(default=0)
+    # Counted from what it stored when it ends; while it runs, accepted, rejected and
+    # tickets move on with each chunk stored (ingest.pipeline.stored_so_far).
     lines = models.PositiveIntegerField(default=0)
     accepted = models.PositiveIntegerField(default=0)
     duplicates = models.PositiveIntegerField(default=0)
@@ -287,13 +290,23 @@ def stored_documents(run_pks: Iterable[int]) -> Iterator[tuple[int, int, dict[st
     rows = (
         TraceRecord.objects.filter(run_id__in=sorted(set(run_pks)))
         .order_by("run_id", "id")
-        .values_list("run_id", "id", "data", "line__raw")
+        .values_list("run_id", "id", "data", "line_id")
+        .iterator(chunk_size=STORED_DOCUMENTS_CHUNK)
     )
-    for run_pk, record_id, data, raw in rows.iterator(chunk_size=5000):
-        try:
-            yield run_pk, record_id, record_document(data, raw)
-        except RecordError:
-            log.warning("stored record %s no longer decodes; skipped", record_id)
+    while chunk := list(itertools.islice(rows, STORED_DOCUMENTS_CHUNK)):
+        # The native records' lines by their ids, a chunk at a time. Not a join: planned
+        # on the statistics of tables an ingest has just filled, it can become a scan of
+        # every line for each record.
+        native = [line_id for _, _, data, line_id in chunk if data is None]
+        raws = dict(TraceLine.objects.filter(pk__in=native).values_list("pk", "raw"))
+        for run_pk, record_id, data, line_id in chunk:
+            try:
+                yield run_pk, record_id, record_document(data, raws.get(line_id))
+            except RecordError:
+                log.warning("stored record %s no longer decodes; skipped", record_id)
+
+
+STORED_DOCUMENTS_CHUNK = 5000
 
 
 def record_document(data: dict[str, Any] | None, raw: bytes | memoryview | None) -> dict[str, Any]:
