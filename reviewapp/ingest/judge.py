@@ -24,16 +24,17 @@ RUNS_PER_BLOCK = 500
 
 def judge_and_open(
     runs: list[RunToJudge], *, active: ActivePolicy, batch: IngestBatch, first: bool = False
-) -> None:
+) -> int:
     """Judge these runs under the active policy, store it, and open the tickets of the
-    judgements that became current; `first`: none of them was judged before."""
+    judgements that became current (how many: tickets_open); `first`: none of them was
+    judged before."""
     if not runs:
-        return
+        return 0
     policy = PolicyRef(active.number, active.version.pk if active.version else None)
     with stage("judge"):
         judged = judge(runs, active.policy)
     stored = judgements_store(judged, purpose=ACTIVE, policy=policy)
-    tickets_open(stored, policy_number=active.number, batch_id=batch.pk, first=first)
+    return tickets_open(stored, policy_number=active.number, batch_id=batch.pk, first=first)
 
 
 def judge_stored_runs(
@@ -76,7 +77,9 @@ class RunsInFlight:
         self.active, self.batch = active, batch
         self.held: dict[int, RunToJudge] = {}
 
-    def take(self, stored: list[tuple[int, int, Record]], runs: dict[str, RunInfo]) -> None:
+    def take(self, stored: list[tuple[int, int, Record]], runs: dict[str, RunInfo]) -> int:
+        """Hold these records of runs born here; judge the runs the chunk passed by. How many
+        tickets that opened."""
         by_pk = {info.pk: (run_id, info) for run_id, info in runs.items()}
         touched: set[int] = set()
         for run_pk, record_id, record in stored:
@@ -92,15 +95,15 @@ class RunsInFlight:
         passed = [run for run_pk, run in self.held.items() if run_pk not in touched]
         for run in passed:
             del self.held[run.stored_pk]
-        self._judge(passed)
+        return self._judge(passed)
 
     def judge_rest(self) -> None:
         self._judge(list(self.held.values()))
         self.held.clear()
 
-    def _judge(self, runs: list[RunToJudge]) -> None:
+    def _judge(self, runs: list[RunToJudge]) -> int:
         if not runs:
-            return
+            return 0
         # Another delivery may have added lines to a run born here; such a run is left to
         # the final sweep, which reads all of it. Counted run by run (an index probe each):
         # a grouped count over the records may be planned as a scan of them all.
@@ -118,7 +121,7 @@ class RunsInFlight:
             .values_list("pk", "stored_records")
         )
         whole = [run for run in runs if stored.get(run.stored_pk) == len(run.records)]
-        judge_and_open(whole, active=self.active, batch=self.batch, first=True)
+        return judge_and_open(whole, active=self.active, batch=self.batch, first=True)
 
 
 def runs_to_judge(batch: IngestBatch, active: ActivePolicy) -> list[int]:

@@ -43,6 +43,7 @@ from reviewapp.ingest.batches import IngestSummary, create_batch
 from reviewapp.ingest.files import RawLine
 from reviewapp.ingest.judge import RunsInFlight
 from reviewapp.ingest.pipeline import (
+    ChunkStored,
     Progress,
     advisory_lock,
     batch_finish,
@@ -50,6 +51,7 @@ from reviewapp.ingest.pipeline import (
     ingest_batch,
     run_retrying,
     store_file,
+    stored_so_far,
 )
 from reviewapp.ingest.stages import STAGES, StageClock, atomic_write, counting
 from reviewapp.judging.policies import active_policy
@@ -138,7 +140,7 @@ def _store_part(batch: IngestBatch, part: IngestPart) -> None:
     def take(raw_line: RawLine) -> bool:
         return part_of(raw_line, parts) == part.index
 
-    def report(done: int) -> None:
+    def report(done: int, stored: ChunkStored) -> None:
         IngestPart.objects.filter(pk=part.pk).update(bytes_done=done)
         # The batch is as far as its slowest part.
         slowest = (
@@ -149,7 +151,7 @@ def _store_part(batch: IngestBatch, part: IngestPart) -> None:
             .values("done")
         )
         IngestBatch.objects.filter(pk=batch.pk).update(
-            bytes_done=Subquery(slowest), heartbeat_at=timezone.now()
+            bytes_done=Subquery(slowest), heartbeat_at=timezone.now(), **stored_so_far(stored)
         )
 
     def store() -> int:

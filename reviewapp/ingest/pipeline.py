@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 from django.conf import settings
@@ -57,6 +57,21 @@ from reviewapp.models import IngestBatch, Ticket, TraceLine
 log = logging.getLogger(__name__)
 CHUNK_LINES = 5000
 Progress = Callable[[int, int], None]
+
+
+class ChunkStored(NamedTuple):
+    """What storing one chunk added: its lines read, and of them the lines stored as
+    accepted and as rejected (not the duplicates), and the tickets it opened."""
+
+    lines: int = 0
+    accepted: int = 0
+    rejected: int = 0
+    tickets: int = 0
+
+
+# Told, after each chunk commits, how far through the file it ends (in its bytes) and what
+# it added: a batch's page shows both while it runs.
+Report = Callable[[int, ChunkStored], None]
 
 
 # A deadlock or serialization failure between two deliveries of the same runs rolls back
@@ -266,13 +281,13 @@ def store_file(
     batch: IngestBatch,
     in_flight: RunsInFlight,
     *,
-    report: Callable[[int], None],
+    report: Report,
     take: Callable[[RawLine], bool] | None = None,
 ) -> int:
     """Store every line of the batch's file (with `take`, only the lines it takes) in
     chunks; return how many lines were stored. Each chunk is decoded here while the chunk
-    before it is written (ingest.writer); `report` is told how far through the file each
-    written chunk ends, in its bytes.
+    before it is written (ingest.writer); `report` is told, as each chunk is written, how
+    far through the file it ends, in its bytes, and what it added.
 
     A chunk is what is taken of a window of CHUNK_LINES lines of the file, by line number:
     a run is judged from memory once a window passes without it (ingest.judge), and with
@@ -304,26 +319,23 @@ def store_file(
                 if line_window > window + 1:
                     # A window of the file with nothing to store here: every run held
                     # has been passed by it.
-                    writer.submit(_store_chunk, batch, [], in_flight)
+                    writer.submit(_store_and_report, batch, [], in_flight, done, report)
                 chunk, window = [], line_window
             if take is None or take(raw_line):
                 chunk.append(raw_line)
         with stage("decode"):
             prepared = prepare_chunk(batch, chunk, occurrences)
-        writer.submit(_store_chunk, batch, prepared, in_flight)
-        return sum(writer.results())
+        done = _position(stream.tell(), meter, batch.size_bytes)
+        writer.submit(_store_and_report, batch, prepared, in_flight, done, report)
+        return sum(stored.lines for stored in writer.results())
 
 
 def _store_and_report(
-    batch: IngestBatch,
-    lines: list[Line],
-    in_flight: RunsInFlight,
-    done: int,
-    report: Callable[[int], None],
-) -> int:
-    count = _store_chunk(batch, lines, in_flight)
-    report(done)
-    return count
+    batch: IngestBatch, lines: list[Line], in_flight: RunsInFlight, done: int, report: Report
+) -> ChunkStored:
+    stored = _store_chunk(batch, lines, in_flight)
+    report(done, stored)
+    return stored
 
 
 def _position(read: int, meter: InflateMeter | None, size: int) -> int:
@@ -336,21 +348,35 @@ def _position(read: int, meter: InflateMeter | None, size: int) -> int:
     return int(size * fraction)
 
 
-def _batch_report(batch: IngestBatch, progress: Progress | None) -> Callable[[int], None]:
-    def report(done: int) -> None:
-        IngestBatch.objects.filter(pk=batch.pk).update(bytes_done=done, heartbeat_at=timezone.now())
+def _batch_report(batch: IngestBatch, progress: Progress | None) -> Report:
+    def report(done: int, stored: ChunkStored) -> None:
+        IngestBatch.objects.filter(pk=batch.pk).update(
+            bytes_done=done, heartbeat_at=timezone.now(), **stored_so_far(stored)
+        )
         if progress:
             progress(done, batch.size_bytes)
 
     return report
 
 
-def _store_chunk(batch: IngestBatch, lines: list[Line], in_flight: RunsInFlight) -> int:
+def stored_so_far(stored: ChunkStored) -> dict[str, Any]:
+    """A running batch's counts moved on by what a chunk added, in one UPDATE with its
+    progress (its page reads them, instead of counting the lines stored so far each time
+    it is polled). They are a chunk behind at most: when the batch ends, its counts are
+    counted again from what it stored (batch_finish)."""
+    return {
+        name: F(name) + getattr(stored, name)
+        for name in ("accepted", "rejected", "tickets")
+        if getattr(stored, name)
+    }
+
+
+def _store_chunk(batch: IngestBatch, lines: list[Line], in_flight: RunsInFlight) -> ChunkStored:
     if not lines:
         if in_flight.held:
             with atomic_write():
-                in_flight.take([], {})
-        return 0
+                return ChunkStored(tickets=in_flight.take([], {}))
+        return ChunkStored()
     with atomic_write():
         runs = ensure_runs([line.unit for line in lines if line.unit])
         drop_stored_spans(lines, runs)
@@ -358,5 +384,10 @@ def _store_chunk(batch: IngestBatch, lines: list[Line], in_flight: RunsInFlight)
         fresh = [
             (lines[i], line_id) for i, line_id in sorted(new_line_ids.items()) if lines[i].unit
         ]
-        in_flight.take(store_records(fresh, runs), runs)
-    return len(lines)
+        tickets = in_flight.take(store_records(fresh, runs), runs)
+    return ChunkStored(
+        lines=len(lines),
+        accepted=len(fresh),
+        rejected=sum(1 for i in new_line_ids if lines[i].unit is None),
+        tickets=tickets,
+    )

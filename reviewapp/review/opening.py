@@ -97,17 +97,18 @@ def disputed_values(field: str, observations: list[Observation]) -> list[list[st
 
 def tickets_open(
     stored: list[Stored], *, policy_number: int, batch_id: int, first: bool = False
-) -> None:
+) -> int:
     """Open the tickets of these judgements that became current; tickets already open for
-    the same run and key are left as they are. `first`: the runs' first judgements, so no
-    ticket of theirs is looked for (one opened meanwhile is still left as it is)."""
+    the same run and key are left as they are; how many it opened (see _insert_new_tickets).
+    `first`: the runs' first judgements, so no ticket of theirs is looked for (one opened
+    meanwhile is still left as it is)."""
     rows = [
         row
         for item in stored
         if item.current
         for row in _ticket_rows(item, policy_number=policy_number, batch_id=batch_id)
     ]
-    _insert_new_tickets(rows, look_up=not first)
+    return _insert_new_tickets(rows, look_up=not first)
 
 
 def _ticket_rows(item: Stored, *, policy_number: int, batch_id: int) -> Iterator[tuple[Any, ...]]:
@@ -165,10 +166,12 @@ def _ticket_rows(item: Stored, *, policy_number: int, batch_id: int) -> Iterator
         )
 
 
-def _insert_new_tickets(rows: list[tuple[Any, ...]], *, look_up: bool) -> None:
-    """Tickets are unique per run and key: those already open are left as they are."""
+def _insert_new_tickets(rows: list[tuple[Any, ...]], *, look_up: bool) -> int:
+    """Tickets are unique per run and key: those already open are left as they are. How
+    many it opened, as far as it knows: none where another ingest opened some meanwhile
+    (what a running batch shows it has opened so far; its end counts every ticket)."""
     if not rows:
-        return
+        return 0
     existing = (
         set(Ticket.objects.filter(run_id__in={row[0] for row in rows}).values_list("run_id", "key"))
         if look_up
@@ -179,9 +182,11 @@ def _insert_new_tickets(rows: list[tuple[Any, ...]], *, look_up: bool) -> None:
     try:
         with transaction.atomic():
             insert_rows(Ticket, TICKET_COLUMNS, new)
+        return len(new)
     except IntegrityError:
         # Another ingest opened some of them meanwhile.
         Ticket.objects.bulk_create(
             [Ticket(**dict(zip(TICKET_COLUMNS, row, strict=True))) for row in new],
             ignore_conflicts=True,
         )
+        return 0

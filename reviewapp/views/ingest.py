@@ -15,7 +15,6 @@ from django.views.decorators.http import require_GET, require_POST
 from reviewapp.accounts.roles import INGEST
 from reviewapp.forms.ingest import TokenForm, UploadForm
 from reviewapp.ingest.batches import BatchNotRetryable, retry_batch
-from reviewapp.ingest.progress import batch_so_far
 from reviewapp.ingest.receive import DeliveryRefused, upload_receive
 from reviewapp.ingest.tokens import create_token, revoke_token
 from reviewapp.ingest.uploads import refused_uploads
@@ -116,12 +115,10 @@ def batch_detail(request: HttpRequest, public_id) -> HttpResponse:
 
 
 def _batch_state(request: HttpRequest, batch: IngestBatch) -> dict:
-    running = batch.state == IngestBatch.State.RUNNING
     return {
         "batch": batch,
         "can_ingest": request.user.has_perm(INGEST),
         "worker_silent": None if batch.is_finished else silent_since("worker"),
-        "so_far": batch_so_far(batch) if running else None,
         # A batch split into parts (ingest.parts): each worker's share and how far it is.
         "parts": list(batch.part_rows.all()) if batch.parts > 1 else [],
     }

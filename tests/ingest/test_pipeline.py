@@ -693,3 +693,44 @@ def test_an_error_of_the_writer_is_raised_in_the_reading_thread():
     with pytest.raises(ValueError, match="chunk failed"), ChunkWriter() as writer:
         writer.submit(fails)
         writer.submit(lambda: None)
+
+
+def test_a_running_batch_counts_what_each_chunk_stored_as_it_goes(tmp_path, monkeypatch):
+    """Its page reads the batch's counts instead of counting its lines at every poll: after
+    each chunk they are what is stored so far, and at the end what it stored."""
+    monkeypatch.setattr(ingestion, "CHUNK_LINES", 4)
+    lines = []
+    for number in range(6):
+        lines += [
+            observation(f"r{number}", f"a{number}", "ledger", "refunded"),
+            observation(f"r{number}", f"b{number}", "search", "paid"),
+            b"not json",
+        ]
+    real_store, seen = ingestion._store_chunk, []
+
+    def store_and_look(batch_, chunk, in_flight):
+        # Before each chunk: the one before it is stored and reported.
+        counted = IngestBatch.objects.values_list("accepted", "rejected", "tickets").get()
+        stored = (
+            batch_.trace_lines.filter(accepted=True).count(),
+            batch_.trace_lines.filter(accepted=False).count(),
+            batch_.opened_tickets.count(),
+        )
+        seen.append((counted, stored))
+        return real_store(batch_, chunk, in_flight)
+
+    monkeypatch.setattr(ingestion, "_store_chunk", store_and_look)
+    summary = ingest(tmp_path, b"\n".join(lines) + b"\n")
+
+    assert len(seen) > 3 and all(counted == stored for counted, stored in seen), seen
+    assert seen[-1][0][0] > 0 and seen[-1][0][2] > 0, "the counts moved while it ran"
+    batch = IngestBatch.objects.get()
+    assert (
+        (batch.accepted, batch.rejected, batch.tickets)
+        == (12, 6, 6)
+        == (
+            summary.accepted,
+            summary.rejected,
+            summary.tickets,
+        )
+    )
