@@ -26,6 +26,14 @@ _UNAUTHORIZED = {
 }
 _TRACES = {"type": "string", "format": "binary", "minLength": 1}
 
+# What a batch's counts mean while it runs (ingest.pipeline.stored_so_far) and once done.
+SO_FAR = (
+    "While the batch runs, what it has stored so far (at most one chunk behind); once it is "
+    "done, counted from what it stored."
+)
+ONCE_DONE = "Set when the batch is done; 0 before."
+
+
 DOCUMENT: dict[str, Any] = {
     "openapi": "3.0.3",
     "info": {
@@ -178,13 +186,13 @@ DOCUMENT: dict[str, Any] = {
                     "file": {"type": "string"},
                     "bytes": {"type": "integer", "minimum": 0},
                     "progress": {"type": "integer", "minimum": 0, "maximum": 100},
-                    "lines": {"type": "integer", "minimum": 0},
-                    "accepted": {"type": "integer", "minimum": 0},
-                    "duplicates": {"type": "integer", "minimum": 0},
-                    "rejected": {"type": "integer", "minimum": 0},
-                    "ignored": {"type": "integer", "minimum": 0},
-                    "runs": {"type": "integer", "minimum": 0},
-                    "tickets": {"type": "integer", "minimum": 0},
+                    "lines": {"type": "integer", "minimum": 0, "description": ONCE_DONE},
+                    "accepted": {"type": "integer", "minimum": 0, "description": SO_FAR},
+                    "duplicates": {"type": "integer", "minimum": 0, "description": ONCE_DONE},
+                    "rejected": {"type": "integer", "minimum": 0, "description": SO_FAR},
+                    "ignored": {"type": "integer", "minimum": 0, "description": ONCE_DONE},
+                    "runs": {"type": "integer", "minimum": 0, "description": ONCE_DONE},
+                    "tickets": {"type": "integer", "minimum": 0, "description": SO_FAR},
                     "error": {"type": "string", "nullable": True},
                     "url": {"type": "string"},
                 },
