@@ -21,12 +21,14 @@ from .records import (
     RunStarted,
     ToolCall,
     decode_line,
+    line_payload,
     parse_line,
     parse_record,
 )
 
 __all__ = [
     "ABSENT",
+    "UTF8_BOM",
     "AgentAction",
     "Finding",
     "Normalizer",
@@ -41,7 +43,7 @@ __all__ = [
     "ToolCall",
     "Verdict",
     "canonical",
-    "UTF8_BOM",
+    "line_payload",
     "decode_line",
     "judge_run",
     "judge_runs",

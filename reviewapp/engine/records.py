@@ -22,6 +22,15 @@ import msgspec
 UTF8_BOM = b"\xef\xbb\xbf"
 
 
+def line_payload(raw: bytes, *, first: bool) -> bytes:
+    """The bytes of a line to decode: no carriage return before its newline, and for the
+    file's first line no byte order mark."""
+    data = raw[:-1] if raw.endswith(b"\r") else raw
+    if first and data.startswith(UTF8_BOM):
+        data = data[len(UTF8_BOM) :]
+    return data
+
+
 class RecordError(ValueError):
     """A line that cannot be accepted; the message is the one-line reason shown to users."""
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from reviewapp.engine import UTF8_BOM
+from reviewapp.engine import line_payload
 
 GZIP_MAGIC = b"\x1f\x8b"
 MAX_LINE_BYTES = 8 * 1024 * 1024
@@ -99,10 +99,7 @@ class RawLine:
     @property
     def payload(self) -> bytes:
         """The bytes to decode: no carriage return before the newline, no BOM opening the file."""
-        data = self.raw[:-1] if self.raw.endswith(b"\r") else self.raw
-        if self.number == 1 and data.startswith(UTF8_BOM):
-            data = data[len(UTF8_BOM) :]
-        return data
+        return line_payload(self.raw, first=self.number == 1)
 
 
 def open_stream(

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from reviewapp.engine import UTF8_BOM, RecordError, decode_line
+from reviewapp.engine import RecordError, decode_line, line_payload
 from reviewapp.models import guards
 
 log = logging.getLogger(__name__)
@@ -311,12 +311,9 @@ STORED_DOCUMENTS_CHUNK = 5000
 
 def record_document(data: dict[str, Any] | None, raw: bytes | memoryview | None) -> dict[str, Any]:
     """A stored record's document: its own data (converted from an external span), or the
-    JSON of its native line's bytes, as ingest decoded them (no BOM; a trailing carriage
-    return is whitespace)."""
+    JSON of its native line's bytes, as ingest decoded them (engine.line_payload: only a
+    file's first line can open with a BOM, so any is taken off)."""
     if data is not None:
         return data
     assert raw is not None, "a native record's line is read with it"
-    line = bytes(raw)
-    if line.startswith(UTF8_BOM):
-        line = line[len(UTF8_BOM) :]
-    return decode_line(line)
+    return decode_line(line_payload(bytes(raw), first=True))
