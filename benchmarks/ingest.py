@@ -27,6 +27,14 @@ Django, reading the file, bookkeeping), beside msgspec decoding alone of the sam
 It also times the engine alone on the same file (decode, check and judge in this process,
 no database): no ingest can run faster than its own oracle, so `engine_ratio` (engine
 alone / COPY) is the ceiling any `ratio` can reach on this machine.
+
+And the database alone (`storage_floor`): every row in the bench database once the
+one-worker ingest is done (the ingest's, and the few the migrations wrote), COPYed again (binary, from a file) into bare tables with the same columns and
+indexes but none of the checks, in one transaction on one connection. That is the least
+work PostgreSQL does for one ingest, so `storage_floor_ratio` is the ceiling of any ingest
+that writes on one connection (one transaction a chunk). With the cores the machine has,
+both goals together (`goal` with one worker, `scaling_goal` with two) leave each line at
+most `budget_us_per_line` of processor time, PostgreSQL's and ours together.
 """
 
 from __future__ import annotations
@@ -144,6 +152,7 @@ def main() -> None:
             serial = timed_ingest(bench_url, trace, Path(tmp) / "serial", parts=1)
             print(f"one worker: {serial.seconds:.1f} s, {serial.summary}", flush=True)
             copy_seconds = copy_limit(bench_url, trace)
+            floor_seconds = storage_floor(bench_url, Path(tmp) / "floor")
         scaled = None
         if args.workers > 1:
             with bench_database(url) as bench_url:
@@ -173,6 +182,19 @@ def main() -> None:
     print(
         f"msgspec decode:   {decoded:12,.0f} lines/s  ({decode_seconds:.2f} s, the decoding limit)"
     )
+    floor = lines / floor_seconds
+    print(
+        f"storage floor:    {floor:12,.0f} lines/s  ({floor_seconds:.1f} s, the database alone "
+        f"reloading what was stored: the ceiling is ratio {floor / limit:.3f})"
+    )
+    cores = os.cpu_count() or 1
+    budget = cores / (GOAL * SCALING_GOAL * limit)
+    print(
+        f"both goals on {cores} cores leave {budget * 1e6:.0f} µs of processor time a line; "
+        f"storing alone takes {floor_seconds / lines * 1e6:.0f} µs of the database's, the "
+        f"engine alone {engine_seconds / lines * 1e6:.0f} µs, and the ingest "
+        f"{serial.cpu_seconds / lines * 1e6:.0f} µs of ours"
+    )
     for label, run in runs:
         print(
             f"{label} by stage: "
@@ -192,6 +214,13 @@ def main() -> None:
         "engine_alone_lines_per_s": round(engine),
         "engine_ratio": round(engine / limit, 3),
         "msgspec_decode_lines_per_s": round(decoded),
+        "storage_floor_lines_per_s": round(floor),
+        "storage_floor_ratio": round(floor / limit, 4),
+        "cores": cores,
+        "budget_us_per_line": round(budget * 1e6, 1),
+        "storage_floor_us_per_line": round(floor_seconds / lines * 1e6, 1),
+        "engine_alone_us_per_line": round(engine_seconds / lines * 1e6, 1),
+        "one_worker_python_us_per_line": round(serial.cpu_seconds / lines * 1e6, 1),
         "stage_seconds": measured.stages,
         "ingest_seconds": round(measured.seconds, 2),
         "python_cpu_seconds": round(measured.cpu_seconds, 2),
@@ -343,6 +372,46 @@ def _copy_once(bench_url: str, trace: Path) -> float:
         ):
             for number, raw in enumerate(source, 1):
                 copy.write_row((number, raw.rstrip(b"\n").decode()))
+        conn.commit()
+        return time.perf_counter() - started
+
+
+def storage_floor(bench_url: str, folder: Path) -> float:
+    """Seconds for PostgreSQL alone to store again every row the ingest left in the bench
+    database: each table's rows dumped to a file (binary COPY, not timed), then COPYed
+    from those files into bare tables with the same columns and indexes (no triggers, no
+    foreign keys), all in one transaction on one connection, as an ingest writes."""
+    folder.mkdir()
+    with psycopg.connect(bench_url) as conn:
+        tables = [
+            table
+            for (table,) in conn.execute(
+                "SELECT relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = 'public' AND c.relkind = 'r' AND c.relname <> 'copy_limit' "
+                "ORDER BY relname"
+            )
+            if conn.execute(f'SELECT EXISTS (SELECT FROM "{table}")').fetchone()[0]
+        ]
+        for table in tables:
+            with (
+                (folder / table).open("wb") as out,
+                conn.cursor().copy(f'COPY "{table}" TO STDOUT (FORMAT BINARY)') as copy,
+            ):
+                for block in copy:
+                    out.write(block)
+            conn.execute(
+                f'CREATE TABLE "floor_{table}" (LIKE "{table}" INCLUDING DEFAULTS '
+                "INCLUDING INDEXES)"
+            )
+        conn.commit()
+        started = time.perf_counter()
+        for table in tables:
+            with (
+                (folder / table).open("rb") as source,
+                conn.cursor().copy(f'COPY "floor_{table}" FROM STDIN (FORMAT BINARY)') as copy,
+            ):
+                while block := source.read(1 << 20):
+                    copy.write(block)
         conn.commit()
         return time.perf_counter() - started
 
