@@ -29,10 +29,11 @@ no database): no ingest can run faster than its own oracle, so `engine_ratio` (e
 alone / COPY) is the ceiling any `ratio` can reach on this machine.
 
 And the database alone (`storage_floor`): every row in the bench database once the
-one-worker ingest is done (the ingest's, and the few the migrations wrote), COPYed again (binary, from a file) into bare tables with the same columns and
-indexes but none of the checks, in one transaction on one connection. That is the least
-work PostgreSQL does for one ingest, so `storage_floor_ratio` is the ceiling of any ingest
-that writes on one connection (one transaction a chunk). With the cores the machine has,
+one-worker ingest is done (the ingest's, and the few the migrations wrote), COPYed again
+(binary, from a file) into bare tables with the same columns and indexes but none of the
+checks, in one transaction on one connection. That is the least work PostgreSQL does for
+one ingest, so `storage_floor_ratio` is the ceiling of any ingest that writes on one
+connection (one transaction a chunk). With the cores the machine has,
 both goals together (`goal` with one worker, `scaling_goal` with two) leave each line at
 most `budget_us_per_line` of processor time, PostgreSQL's and ours together.
 """
