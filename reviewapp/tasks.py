@@ -104,6 +104,15 @@ def shadow_catch_up_task() -> int:
 
 
 @app.task
+def tallies_refresh_task() -> int:
+    """Bring the tallies up to date: sent by the tallies page when that is more than a page
+    should do while somebody waits (reviewapp.reports.entries)."""
+    from reviewapp.reports.entries import tallies_refresh
+
+    return tallies_refresh()
+
+
+@app.task
 def close_tally_months_task() -> list[str]:
     """Periodic (beat): bring the tallies up to date and close the months that are due
     (see reviewapp.reports.months)."""

@@ -78,6 +78,7 @@ urlpatterns = [
     path("runs/<int:run_pk>/", review.run_detail, name="run-detail"),
     # Tallies: monthly explained and unexplained discrepancies, closed months, exports
     path("tallies/", reports.tallies, name="tallies"),
+    path("tallies/status/", reports.tallies_status, name="tallies-status"),
     path("tallies/export.csv", reports.tallies_csv, name="tallies-csv"),
     path("tallies/export.json", reports.tallies_json, name="tallies-json"),
     path(

@@ -30,6 +30,7 @@ from django.db import connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from reviewapp.celery import app
 from reviewapp.infra.bulk import insert_rows
 from reviewapp.models import (
     AuditEvent,
@@ -66,27 +67,69 @@ CAUSE_OF_TICKET = (
 
 
 def tallies_refresh(*, full: bool = False) -> int:
-    """Bring the kept discrepancies up to date; the number of runs read again."""
+    """Bring the kept discrepancies up to date; the number of runs read again. Waits for a
+    refresh under way elsewhere to end first."""
+    read = _refresh(full=full, wait=True, at_most=None)
+    assert read is not None  # it waits, and has no bound
+    return read
+
+
+def tallies_refresh_if_quick(*, at_most: int) -> int | None:
+    """What a page may do while somebody waits on it: bring the tallies up to date when at
+    most `at_most` runs are to be read again and no refresh is under way elsewhere; the
+    number of runs read, or None when nothing was done (it is a worker's to do: after a
+    large ingest, the first refresh reads every run it judged)."""
+    return _refresh(full=False, wait=False, at_most=at_most)
+
+
+# The task a worker brings the tallies up to date with (reviewapp.tasks), sent by name.
+TALLIES_TASK = "reviewapp.tasks.tallies_refresh_task"
+
+
+def tallies_refresh_later() -> None:
+    """Have a worker bring the tallies up to date (once the transaction commits). If the
+    broker cannot take it, the beat's next full refresh does it anyway."""
+    transaction.on_commit(lambda: app.send_task(TALLIES_TASK), robust=True)
+
+
+class _LeftAsItWas(Exception):
+    """Raised inside a refresh's transaction to leave the tallies as they were."""
+
+
+def _refresh(*, full: bool, wait: bool, at_most: int | None) -> int | None:
     now = timezone.now()
-    with transaction.atomic():
-        _one_at_a_time()
-        state = _state(settings.TALLY_TIME_ZONE)
-        changed = _changed_runs(None if full else state.judgements_seen)
-        zone = tally_zone()
-        for chunk in _chunks(changed):
-            _read_again(chunk, zone)
-        _pair_tickets()
-        _outcomes_again(None if full else (state.events_seen, now - STRAGGLERS))
-        _surely_seen(state, now - STRAGGLERS)
+    try:
+        with transaction.atomic():
+            if not _one_at_a_time(wait=wait):
+                raise _LeftAsItWas
+            state = _state(settings.TALLY_TIME_ZONE)
+            changed = _changed_runs(None if full else state.judgements_seen)
+            if at_most is not None and len(changed) > at_most:
+                # Rolled back: a new TALLY_TIME_ZONE's emptying too (_state).
+                raise _LeftAsItWas
+            zone = tally_zone()
+            for chunk in _chunks(changed):
+                _read_again(chunk, zone)
+            _pair_tickets()
+            _outcomes_again(None if full else (state.events_seen, now - STRAGGLERS))
+            _surely_seen(state, now - STRAGGLERS)
+    except _LeftAsItWas:
+        return None
     return len(changed)
 
 
-def _one_at_a_time() -> None:
+def _one_at_a_time(*, wait: bool) -> bool:
+    """Whether this transaction may refresh: with `wait`, once no other refresh runs."""
     # Two refreshes at once would both insert a changed run's entries. SQLite's writes
     # already wait for each other (IMMEDIATE transactions).
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(hashtext('crosscheck_tallies'))")
+    if connection.vendor != "postgresql":
+        return True
+    with connection.cursor() as cursor:
+        if wait:
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtext('crosscheck_tallies')), true")
+        else:
+            cursor.execute("SELECT pg_try_advisory_xact_lock(hashtext('crosscheck_tallies'))")
+        return cursor.fetchone()[-1]
 
 
 def _state(zone_name: str) -> TallyState:

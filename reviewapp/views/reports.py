@@ -16,6 +16,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRefresh
 
 from reviewapp.accounts.roles import CLOSE_MONTH
 from reviewapp.forms.fields import whole_number
@@ -33,7 +34,12 @@ from reviewapp.reports.calendar import (
     tally_zone,
 )
 from reviewapp.reports.chart import stacked_bars
-from reviewapp.reports.entries import newest_kept_month, tallies_refresh
+from reviewapp.reports.entries import (
+    newest_kept_month,
+    tallies_refresh,
+    tallies_refresh_if_quick,
+    tallies_refresh_later,
+)
 from reviewapp.reports.tally import DIMENSIONS, OUTCOME_TITLES, Counts, Row
 from reviewapp.review.stamp import cached, data_stamp
 from reviewapp.views.tally_cells import Drill, cells, signed
@@ -105,6 +111,10 @@ def _breakdowns(view: months.MonthView) -> list[dict]:
     return tables
 
 
+class _LeftToAWorker(Exception):
+    """The tallies are too far behind to bring up to date while somebody waits."""
+
+
 @require_GET
 def tallies(request: HttpRequest) -> HttpResponse:
     zone = tally_zone()
@@ -113,8 +123,7 @@ def tallies(request: HttpRequest) -> HttpResponse:
     chosen = month_parse(request.GET.get("month"))
     stamp = data_stamp()
 
-    def compute():
-        tallies_refresh()
+    def views():
         if chosen is not None and not first <= chosen <= last:
             (detail,) = months.month_views(chosen, chosen, breakdowns=True)
             return months.month_views(first, last), detail
@@ -123,8 +132,21 @@ def tallies(request: HttpRequest) -> HttpResponse:
         detail = next(view for view in overview if view.shown.month == selected)
         return overview, detail
 
+    def up_to_date_views():
+        if tallies_refresh_if_quick(at_most=settings.TALLY_PAGE_REFRESH_RUNS) is None:
+            raise _LeftToAWorker
+        return views()
+
     key = f"tallies:{stamp.text}:{settings.TALLY_TIME_ZONE}:{first}:{last}:{chosen}"
-    overview, detail = cached(key, compute)
+    catching_up = False
+    try:
+        overview, detail = cached(key, up_to_date_views)
+    except _LeftToAWorker:
+        # After a large ingest: the tallies as last counted (not cached), while a worker
+        # counts; the page reloads itself once it has (tallies_status).
+        tallies_refresh_later()
+        overview, detail = views()
+        catching_up = True
     selected = detail.shown.month
     can_close = request.user.has_perm(CLOSE_MONTH)
     chart = stacked_bars(overview)
@@ -160,8 +182,18 @@ def tallies(request: HttpRequest) -> HttpResponse:
         "first": month_key(first),
         "can_close": can_close and not detail.status.frozen and days_since_end(selected, zone) >= 0,
         "can_reopen": can_close and detail.status.frozen,
+        "catching_up": catching_up,
     }
     return render(request, "reports/tallies.html", context)
+
+
+@require_GET
+def tallies_status(request: HttpRequest) -> HttpResponse:
+    """Polled by the tallies page while a worker brings the tallies up to date: the same
+    notice while it is too much to do here, then a reload of the page."""
+    if tallies_refresh_if_quick(at_most=settings.TALLY_PAGE_REFRESH_RUNS) is None:
+        return render(request, "reports/tallies.html#catching-up", {"catching_up": True})
+    return HttpResponseClientRefresh()
 
 
 @require_GET

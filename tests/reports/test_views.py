@@ -19,6 +19,7 @@ from reviewapp.models import AuditEvent, MonthClosing
 from reviewapp.reports.calendar import current_month
 from reviewapp.reports.entries import tallies_refresh
 from reviewapp.review.changes import ticket_close
+from reviewapp.tasks import tallies_refresh_task
 from tests.reports.traces import month_runs, tickets_of
 
 pytestmark = pytest.mark.django_db
@@ -58,6 +59,7 @@ def test_every_page_needs_a_sign_in(client, months):
         reverse("tallies-csv") + "?month=2026-09",
         reverse("tallies-json") + "?month=2026-09",
         reverse("tally-discrepancies", args=["2026-09"]),
+        reverse("tallies-status"),
     ):
         response = client.get(url)
         assert response.status_code == 302 and "/login/" in response["Location"], url
@@ -137,6 +139,51 @@ def test_the_page_runs_a_fixed_number_of_queries(
     # Seen again: from the cache, named by the data stamp.
     with django_assert_max_num_queries(5):
         assert client.get(reverse("tallies"), {"until": "2026-11"}).status_code == 200
+
+
+def test_too_far_behind_the_page_shows_the_last_count_and_reloads_once_counted(
+    client, tmp_path, viewer, settings
+):
+    month_runs(tmp_path, {"2026-09": 2})
+    tallies_refresh()
+    client.force_login(viewer)
+    shown = {"until": "2026-11", "month": "2026-09"}
+    page = body(client.get(reverse("tallies"), shown))
+    assert "tallies-catching-up" not in page
+    before = counts_in(page, "month-2026-09")
+    assert before["unexplained"][0] == 2
+
+    # Three runs judged since: more than the page may count while somebody waits.
+    month_runs(tmp_path, {"2026-09": 3}, tag="more")
+    settings.TALLY_PAGE_REFRESH_RUNS = 2
+    cache.clear()
+    page = body(client.get(reverse("tallies"), shown))
+    assert 'id="tallies-catching-up"' in page and 'hx-get="/tallies/status/"' in page
+    assert counts_in(page, "month-2026-09") == before  # as last counted
+    # Its poll answers the same notice, and counts nothing itself, while it is too much.
+    for _ in range(2):
+        status = client.get(reverse("tallies-status"), headers={"HX-Request": "true"})
+        assert status.status_code == 200 and "HX-Refresh" not in status
+        assert 'id="tallies-catching-up"' in body(status)
+    # The stale figures were not kept under the data stamp: once a worker has counted (the
+    # task's own function, here), the poll reloads the page and the page has the new ones.
+    assert tallies_refresh_task() == 3
+    status = client.get(reverse("tallies-status"), headers={"HX-Request": "true"})
+    assert status["HX-Refresh"] == "true"
+    page = body(client.get(reverse("tallies"), shown))
+    assert "tallies-catching-up" not in page
+    assert counts_in(page, "month-2026-09")["unexplained"][0] == 5
+
+
+def test_a_few_runs_behind_the_poll_counts_them_itself(client, tmp_path, viewer, settings):
+    month_runs(tmp_path, {"2026-09": 3})
+    client.force_login(viewer)
+    settings.TALLY_PAGE_REFRESH_RUNS = 2
+    assert "tallies-catching-up" in body(client.get(reverse("tallies"), {"until": "2026-11"}))
+    settings.TALLY_PAGE_REFRESH_RUNS = 3
+    status = client.get(reverse("tallies-status"), headers={"HX-Request": "true"})
+    assert status["HX-Refresh"] == "true"
+    assert tallies_refresh() == 0  # nothing left to read
 
 
 def test_every_number_leads_to_as_many_tickets_or_discrepancies(client, months, viewer, reviewer):
