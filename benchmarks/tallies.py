@@ -131,7 +131,7 @@ def seed(n: int) -> float:
         "run_id, key, kind, entity, field, finding_kind, reason, action, unsafe, sources, "
         "agent, fingerprint, fingerprint_label, verdict_id, finding_id, judgement_id, "
         "policy_number, batch_id, state, resolution, cause, cause_text, revision, "
-        "created_at, updated_at, closed_at"
+        "created_at, updated_at, closed_at, disputed"
     )
     closing = (
         "CASE WHEN h < 40 THEN 'open' ELSE 'closed' END, "
@@ -144,7 +144,7 @@ def seed(n: int) -> float:
         f"INSERT INTO reviewapp_ticket ({ticket_columns}) "
         f"SELECT v.run_id, 'conflict-' || v.id, 'conflict', v.entity, v.field, '', "
         f"'no-approved-precedence', v.action, false, '', r.agent, 'f000000000000000', "
-        f"'bench', v.id, NULL, v.judgement_id, 1, %s, {closing} "
+        f"'bench', v.id, NULL, v.judgement_id, 1, %s, {closing}, '[]'::jsonb "
         f"FROM reviewapp_verdict v JOIN reviewapp_run r ON r.current_judgement_id = "
         f"v.judgement_id CROSS JOIN LATERAL (SELECT abs(hashint8(v.id)) %% 100 AS h) x "
         f"WHERE v.kind = 'conflict'",
@@ -154,7 +154,7 @@ def seed(n: int) -> float:
         f"INSERT INTO reviewapp_ticket ({ticket_columns}) "
         f"SELECT f.run_id, 'finding-' || f.kind, 'finding', NULL, '', f.kind, f.kind, '', "
         f"false, '', r.agent, 'f000000000000001', 'bench', NULL, f.id, f.judgement_id, 1, "
-        f"%s, {closing} FROM reviewapp_finding f JOIN reviewapp_run r ON r.id = f.run_id "
+        f"%s, {closing}, '[]'::jsonb FROM reviewapp_finding f JOIN reviewapp_run r ON r.id = f.run_id "
         f"CROSS JOIN LATERAL (SELECT abs(hashint8(f.id)) %% 100 AS h) x",
         [batch.pk],
     )
