@@ -79,6 +79,7 @@ RULES: dict[str, tuple[object, object]] = {
     "gate": (READ, METHOD),
     "gate-mode": (METHOD, APPROVE_RULE),
     "tallies": (READ, METHOD),
+    "tallies-status": (READ, METHOD),
     "tallies-csv": (READ, METHOD),
     "tallies-json": (READ, METHOD),
     "tally-close": (METHOD, CLOSE_MONTH),

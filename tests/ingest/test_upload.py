@@ -57,13 +57,21 @@ def test_a_running_batch_shows_what_it_has_stored_so_far(client, reviewer, tmp_p
 
     ingest_lines(tmp_path, desk_lines(3))
     batch = IngestBatch.objects.get()
-    IngestBatch.objects.filter(pk=batch.pk).update(state="running")  # as a worker sees it
+    # As a worker sees it, half-way through its file.
+    IngestBatch.objects.filter(pk=batch.pk).update(
+        state="running", bytes_done=batch.size_bytes // 2
+    )
     client.force_login(reviewer)
     body = client.get(reverse("batch-progress", args=[batch.public_id])).content.decode()
     accepted = batch.trace_lines.filter(accepted=True).count()
     tickets = batch.opened_tickets.count()
     assert accepted and tickets
     assert f"So far: {accepted} lines accepted,\n    0 rejected · {tickets} tickets opened" in body
+    assert 'id="finishing"' not in body
+    # Read to its end, it says what it still does while its bar stands at 99%.
+    IngestBatch.objects.filter(pk=batch.pk).update(bytes_done=batch.size_bytes)
+    body = client.get(reverse("batch-progress", args=[batch.public_id])).content.decode()
+    assert "99%" in body and "Every line is read: judging the runs it touched" in body
 
 
 def test_large_files_go_to_a_worker_with_a_progress_bar(
