@@ -23,6 +23,7 @@ from reviewapp.forms.fields import whole_number
 from reviewapp.forms.reports import MonthClosingForm
 from reviewapp.forms.review import form_errors
 from reviewapp.infra.csv_export import attachment, csv_response
+from reviewapp.ingest.workers import silent_since
 from reviewapp.reports import exports, items, months
 from reviewapp.reports.calendar import (
     current_month,
@@ -183,6 +184,7 @@ def tallies(request: HttpRequest) -> HttpResponse:
         "can_close": can_close and not detail.status.frozen and days_since_end(selected, zone) >= 0,
         "can_reopen": can_close and detail.status.frozen,
         "catching_up": catching_up,
+        "worker_silent": silent_since("worker") if catching_up else None,
     }
     return render(request, "reports/tallies.html", context)
 
@@ -192,7 +194,11 @@ def tallies_status(request: HttpRequest) -> HttpResponse:
     """Polled by the tallies page while a worker brings the tallies up to date: the same
     notice while it is too much to do here, then a reload of the page."""
     if tallies_refresh_if_quick(at_most=settings.TALLY_PAGE_REFRESH_RUNS) is None:
-        return render(request, "reports/tallies.html#catching-up", {"catching_up": True})
+        return render(
+            request,
+            "reports/tallies.html#catching-up",
+            {"catching_up": True, "worker_silent": silent_since("worker")},
+        )
     return HttpResponseClientRefresh()
 
 

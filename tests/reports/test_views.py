@@ -8,14 +8,16 @@ import csv
 import io
 import json
 import re
+from datetime import timedelta
 
 import pytest
 from django.core.cache import cache
 from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
-from reviewapp.models import AuditEvent, MonthClosing
+from reviewapp.models import AuditEvent, MonthClosing, ServicePulse
 from reviewapp.reports.calendar import current_month
 from reviewapp.reports.entries import tallies_refresh
 from reviewapp.review.changes import ticket_close
@@ -160,11 +162,15 @@ def test_too_far_behind_the_page_shows_the_last_count_and_reloads_once_counted(
     page = body(client.get(reverse("tallies"), shown))
     assert 'id="tallies-catching-up"' in page and 'hx-get="/tallies/status/"' in page
     assert counts_in(page, "month-2026-09") == before  # as last counted
-    # Its poll answers the same notice, and counts nothing itself, while it is too much.
+    assert "No worker has answered" not in page
+    # Its poll answers the same notice, and counts nothing itself, while it is too much;
+    # with the worker silent, it says so.
+    ServicePulse.objects.create(name="worker", seen_at=timezone.now() - timedelta(hours=1))
     for _ in range(2):
         status = client.get(reverse("tallies-status"), headers={"HX-Request": "true"})
         assert status.status_code == 200 and "HX-Refresh" not in status
         assert 'id="tallies-catching-up"' in body(status)
+        assert "No worker has answered for\n    1\xa0hour: the tallies are counted" in body(status)
     # The stale figures were not kept under the data stamp: once a worker has counted (the
     # task's own function, here), the poll reloads the page and the page has the new ones.
     assert tallies_refresh_task() == 3
