@@ -11,6 +11,12 @@ import msgspec
 class Finding(msgspec.Struct, frozen=True, gc=False):
     kind: str
     evidence: tuple[str, ...]
+    # The calls of its evidence that broke the policy's path as they were made: what a
+    # check before each call would have stopped (a trajectory finding's; spec/policy.md
+    # "Trajectory findings"). A retry's first attempt is evidence, but broke nothing when
+    # it was made. Empty for a finding about the trace or the agent's reasoning. Not in
+    # the verdict output (spec/verdicts.md): what blocks is judging.blocking's to say.
+    blocked: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "evidence": list(self.evidence)}
@@ -20,29 +26,40 @@ def _finding_order(finding: Finding) -> tuple[str, str]:
     return finding.kind, finding.evidence[0]
 
 
-class FindingCollector(dict[str, dict[str, None]]):
-    """One finding per kind, its evidence ids each once, in the order they were seen.
+class FindingCollector(dict[str, dict[str, bool]]):
+    """One finding per kind, its evidence ids each once, in the order they were seen, each
+    marked with whether it is one of the finding's blocked calls (Finding.blocked).
 
     A dict of kind to evidence ids (keys of a dict, which keeps them once and in order):
     one is made for every run judged, and a dict subclass is made in C."""
 
-    def add(self, kind: str, ids: Iterable[str]) -> None:
+    def add(self, kind: str, ids: Iterable[str], *, blocked: Iterable[str] = ()) -> None:
+        """Add evidence ids; `blocked`: those of them that are blocked calls."""
         evidence = self.get(kind)
         if evidence is None:
-            self[kind] = dict.fromkeys(ids)
+            evidence = self[kind] = dict.fromkeys(ids, False)
         else:
-            evidence.update(dict.fromkeys(ids))
+            for evidence_id in ids:
+                evidence.setdefault(evidence_id, False)
+        for evidence_id in blocked:
+            evidence[evidence_id] = True
 
-    def add_one(self, kind: str, evidence_id: str) -> None:
+    def add_one(self, kind: str, evidence_id: str, *, blocked: bool = False) -> None:
         """add(kind, [evidence_id]), without building the list."""
         evidence = self.get(kind)
         if evidence is None:
-            self[kind] = {evidence_id: None}
+            self[kind] = {evidence_id: blocked}
+        elif blocked:
+            evidence[evidence_id] = True
         else:
-            evidence[evidence_id] = None
+            evidence.setdefault(evidence_id, False)
 
     def findings(self) -> list[Finding]:
-        found = [Finding(kind, tuple(ids)) for kind, ids in self.items() if ids]
+        found = [
+            Finding(kind, tuple(ids), tuple(i for i, blocked in ids.items() if blocked))
+            for kind, ids in self.items()
+            if ids
+        ]
         if len(found) > 1:
             found.sort(key=_finding_order)
         return found

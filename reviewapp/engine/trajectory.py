@@ -33,14 +33,14 @@ def trajectory_findings(
     for call in calls:
         tool = call.tool
         if allowed_tools is not None and tool not in allowed_tools:
-            collector.add_one("tool-outside-allowlist", call.tool_call_id)
+            collector.add_one("tool-outside-allowlist", call.tool_call_id, blocked=True)
         if scope_key is not None:
             argument = call.arguments.get(scope_key)
             if argument is not None and argument != expected_scope:
-                collector.add_one("out-of-scope-entity", call.tool_call_id)
+                collector.add_one("out-of-scope-entity", call.tool_call_id, blocked=True)
         for prerequisite in prerequisites:
             if tool == prerequisite.tool and prerequisite.requires not in succeeded:
-                collector.add_one("missing-prerequisite", call.tool_call_id)
+                collector.add_one("missing-prerequisite", call.tool_call_id, blocked=True)
         if call.ok is not False:
             succeeded.add(tool)
 
@@ -52,18 +52,29 @@ def trajectory_findings(
             and previous_mutation.outcome == "unknown"
             and not checked_since_mutation
         ):
-            collector.add_one("retry-after-unknown-outcome", call.tool_call_id)
+            collector.add_one("retry-after-unknown-outcome", call.tool_call_id, blocked=True)
         previous_mutation, checked_since_mutation = call, False
         # Calls without an opId count as one operation per tool name.
         op_key = ("op", call.op_id) if call.op_id is not None else ("tool", tool)
         attempts_by_op.setdefault(op_key, []).append(call)
 
+    # Evidence: every attempt of the operation. Blocked: the attempts that broke the rule
+    # as they were made (Finding.blocked), those past the budget, and the retries from the
+    # first whose key is missing or differs from the first attempt's.
     for attempts in attempts_by_op.values():
         ids = [a.tool_call_id for a in attempts]
         budget = trajectory.max_mutations_per_op
         if budget is not None and len(attempts) > budget:
-            collector.add("mutation-budget-exceeded", ids)
+            collector.add("mutation-budget-exceeded", ids, blocked=ids[budget:])
         if len(attempts) > 1:
-            keys = {a.idempotency_key for a in attempts}
-            if len(keys) != 1 or not next(iter(keys)):
-                collector.add("retry-without-idempotency-key", ids)
+            first_key = attempts[0].idempotency_key
+            unkeyed = next(
+                (
+                    i
+                    for i, attempt in enumerate(attempts[1:], 1)
+                    if not first_key or attempt.idempotency_key != first_key
+                ),
+                None,
+            )
+            if unkeyed is not None:
+                collector.add("retry-without-idempotency-key", ids, blocked=ids[unkeyed:])

@@ -5,8 +5,11 @@ verdicts and findings).
 An agent action is blocked when
 - it was taken on an unresolved conflict: an unsafe verdict (spec/policy.md, "Unsafe": a
   conflict whose action is not null and not a safe action); the action is the verdict's;
-- or it breaks a blocking trajectory check: each tool call a blocking finding names as
-  evidence is a blocked action, the call's tool its action name.
+- or it breaks a blocking trajectory check: each call a blocking finding blocked (the
+  engine's Finding.blocked: the calls that broke the path as they were made, so neither a
+  retried operation's first attempt nor the attempts within its budget) is a blocked
+  action, the call's tool its action name. A finding stored before findings kept their
+  blocked calls (Finding.blocked is NULL) blocks every call of its evidence, as then.
 
 Every trajectory finding blocks (spec/policy.md, "Trajectory findings"): each says a call
 of the agent's own broke the policy's path (a tool outside the allowlist, another
@@ -103,7 +106,7 @@ def blocked_in(result: RunJudgement, records: Iterable[Record]) -> list[Blocked]
         Blocked(FINDING, finding.kind, tools.get(call, ""), "", None, "", (call,))
         for finding in result.findings
         if finding.kind in BLOCKING_FINDINGS
-        for call in finding.evidence
+        for call in finding.blocked
     )
     return found
 
@@ -140,7 +143,8 @@ def blocked_items_sql(judgements: str, passed: Sequence[str] = ()) -> str:
         f"UNION ALL SELECT j.judgement_id, j.run_pk{extra}, '{FINDING}', f.id, NULL, '', "
         f"COALESCE({tool}, ''), f.kind, e.value, '' "
         f"FROM {judgements} j JOIN {Finding._meta.db_table} f ON f.judgement_id = j.judgement_id "
-        f"CROSS JOIN {json_elements('f.evidence')} AS e WHERE f.kind IN ({kinds})"
+        f"CROSS JOIN {json_elements('COALESCE(f.blocked, f.evidence)')} AS e "
+        f"WHERE f.kind IN ({kinds})"
     )
 
 

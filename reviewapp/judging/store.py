@@ -94,7 +94,7 @@ def judgements_store(judged: list[Judged], *, purpose: str, policy: PolicyRef) -
             for i, v in enumerate(item.result.verdicts)
         )
         finding_rows.extend(
-            (judgement_id, item.run.pk, i, f.kind, list(f.evidence))
+            (judgement_id, item.run.pk, i, f.kind, list(f.evidence), list(f.blocked))
             for i, f in enumerate(item.result.findings)
         )
     verdict_ids = iter(
@@ -109,7 +109,7 @@ def judgements_store(judged: list[Judged], *, purpose: str, policy: PolicyRef) -
     finding_ids = iter(
         insert_rows(
             Finding,
-            ("judgement_id", "run_id", "position", "kind", "evidence"),
+            ("judgement_id", "run_id", "position", "kind", "evidence", "blocked"),
             finding_rows,
             return_ids=True,
         )

@@ -116,6 +116,10 @@ class Finding(models.Model):
     position = models.PositiveIntegerField()
     kind = models.CharField(max_length=60)
     evidence = models.JSONField()
+    # The calls of its evidence that are blocked actions (engine Finding.blocked); NULL for
+    # a finding stored before they were kept, which blocks every call of its evidence
+    # (judging.blocking).
+    blocked = models.JSONField(null=True, blank=True)
 
     class Meta:
         triggers = guards.append_only() + guards.references(

@@ -165,3 +165,60 @@ def test_the_collector_keeps_each_id_once_in_order_whichever_way_ids_come():
             one_by_one.add_one(kind, evidence_id)
     expected = [Finding("a", ("z",)), Finding("b", ("x", "y", "w"))]
     assert in_lists.findings() == one_by_one.findings() == expected
+
+
+def test_the_collector_keeps_an_id_blocked_once_any_addition_blocks_it():
+    from reviewapp.engine.findings import Finding, FindingCollector
+
+    one_by_one, in_lists = FindingCollector(), FindingCollector()
+    for ids, blocked in [(["x", "y"], ["y"]), (["y", "z"], []), (["x"], ["x"])]:
+        in_lists.add("k", ids, blocked=blocked)
+        for evidence_id in ids:
+            one_by_one.add_one("k", evidence_id, blocked=evidence_id in blocked)
+    expected = [Finding("k", ("x", "y", "z"), blocked=("x", "y"))]
+    assert in_lists.findings() == one_by_one.findings() == expected
+
+
+def blocked_calls(judgement) -> dict[str, list[str]]:
+    return {f.kind: list(f.blocked) for f in judgement.findings}
+
+
+def test_a_retried_operation_blocks_its_retries_not_its_first_attempt():
+    # Evidence names every attempt (spec/policy.md); what a check before each call would
+    # have stopped is the attempts that broke the rule as they were made.
+    unkeyed = [call("a0", "check")] + [call(f"a{i}", "refund", opId="op") for i in (1, 2, 3)]
+    judged = judge(unkeyed, TRAJECTORY)
+    assert finding_kinds(judged)["retry-without-idempotency-key"] == ["a1", "a2", "a3"]
+    assert blocked_calls(judged) == {
+        # maxMutationsPerOp 1: the second and third attempts are over it.
+        "mutation-budget-exceeded": ["a2", "a3"],
+        "retry-without-idempotency-key": ["a2", "a3"],
+    }
+    generous = {"trajectory": {**TRAJECTORY["trajectory"], "maxMutationsPerOp": 3}}
+    # Keyed alike, then a retry with another key: that retry only.
+    keys = [call("a0", "check")] + [
+        call(f"a{i}", "refund", opId="op", idempotencyKey=key)
+        for i, key in ((1, "k"), (2, "k"), (3, "other"))
+    ]
+    assert blocked_calls(judge(keys, generous)) == {"retry-without-idempotency-key": ["a3"]}
+    # Two operations in one finding: each one's own retries.
+    two_ops = [call("a0", "check")] + [
+        call(f"{op}{i}", "refund", opId=op) for op in ("p", "q") for i in (1, 2)
+    ]
+    judged = judge(two_ops, generous)
+    assert finding_kinds(judged) == {"retry-without-idempotency-key": ["p1", "p2", "q1", "q2"]}
+    assert blocked_calls(judged) == {"retry-without-idempotency-key": ["p2", "q2"]}
+
+
+def test_a_single_call_finding_blocks_its_call_and_integrity_findings_block_nothing():
+    lines = [
+        call("a1", "delete_everything", arguments={"customerId": "c2"}),
+        call("a1", "lookup"),
+        obs("o1", "a", toolCallId="nope"),
+    ]
+    judged = judge(lines, {**TRAJECTORY, "fields": {"status": {}}})
+    assert blocked_calls(judged) == {
+        "duplicate-tool-call-id": [],
+        "orphan-observation": [],
+        "tool-outside-allowlist": ["a1"],
+    }

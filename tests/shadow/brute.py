@@ -63,7 +63,9 @@ def items_of(judgement: Judgement, run: Run) -> list[Item]:
     for f in Finding.objects.filter(judgement=judgement):
         if f.kind not in TRAJECTORY:
             continue
-        for call in f.evidence:
+        # The calls it blocked (a retry's first attempt is evidence, not blocked); every
+        # call of its evidence for a finding stored before they were kept.
+        for call in f.evidence if f.blocked is None else f.blocked:
             tool = tools.get(call, "")
             key = ("finding", None, "", tool, f.kind, call)
             found.append(Item(run.pk, key, tool, "", "", run.agent, f.kind, day))

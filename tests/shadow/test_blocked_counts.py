@@ -1,15 +1,19 @@
 """Blocked counts under the active policy equal a brute-force count over the stored
 verdicts and findings, for every grouping, every window and every drill-down."""
 
+import json
 from datetime import timedelta
 
 import pytest
 
+from reviewapp.demo.corpus import DEMO_POLICY
 from reviewapp.infra.days import Window
 from reviewapp.judging.blocking import ItemFilter
-from reviewapp.models import Ticket
+from reviewapp.models import Finding, Ticket
 from reviewapp.reports.blocked import blocked_counts, blocked_runs
+from tests.seeding import ingest_lines
 from tests.shadow import brute
+from tests.shadow.conftest import publish
 
 pytestmark = pytest.mark.django_db
 
@@ -71,3 +75,37 @@ def test_nothing_judged_counts_nothing(db):
     found = blocked_counts(Window.last(7))
     assert (found.total, found.runs, found.judged) == (0, 0, 0)
     assert [n for _, n in found.by_day] == [0] * 7
+
+
+def test_a_retried_refund_blocks_its_retries_not_its_first_attempt(tmp_path, reviewer, approver):
+    # The demo policy: create_refund mutates, one attempt an operation.
+    publish(DEMO_POLICY, reviewer, approver)
+    run = {"runId": "retried"}
+    lines = [
+        {**run, "type": "run_started", "agent": "refund-agent", "subject": {"orderId": "o-1"}},
+        {**run, "type": "tool_call", "toolCallId": "c0", "tool": "check_refund_eligibility"},
+    ] + [
+        {**run, "type": "tool_call", "toolCallId": f"c{i}", "tool": "create_refund", "opId": "op"}
+        for i in (1, 2, 3)
+    ]
+    ingest_lines(tmp_path, [json.dumps(line) for line in lines])
+    window = Window.last(7)
+    found = blocked_counts(window)
+    # Three attempts without a key: the first broke nothing as it was made; the two
+    # retries are over the budget, and retried without an idempotency key.
+    assert dict(found.by["reason"]) == {
+        "mutation-budget-exceeded": 2,
+        "retry-without-idempotency-key": 2,
+    }
+    assert len(brute.active_items(window.since, window.until)) == found.total == 4
+    # A finding stored before findings kept their blocked calls blocks its whole evidence.
+    kept = Finding.objects.get(kind="retry-without-idempotency-key")
+    assert kept.evidence == ["c1", "c2", "c3"] and kept.blocked == ["c2", "c3"]
+    Finding.objects.create(
+        judgement_id=kept.judgement_id,
+        run_id=kept.run_id,
+        position=9,
+        kind="missing-prerequisite",
+        evidence=["c1", "c2"],
+    )
+    assert dict(blocked_counts(window).by["reason"])["missing-prerequisite"] == 2
