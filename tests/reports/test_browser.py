@@ -1,5 +1,6 @@
 """The tallies in real headless Chromium: read a month's unexplained count, follow it to the
-queue and find as many tickets there, then download the month's CSV."""
+queue and find as many tickets there, then download the month's CSV; a page too far behind
+to count itself, reloaded once a real worker has counted."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import io
 import pytest
 from django.core.cache import cache
 
+from reviewapp.reports.entries import tallies_refresh
 from reviewapp.review.changes import ticket_close
 from tests.browser import chromium, watched_page
 from tests.reports.traces import month_runs, tickets_of
+from tests.workers import celery_worker
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -61,3 +64,21 @@ def test_a_months_unexplained_count_is_its_tickets_in_the_queue_and_in_the_csv(
         count,
         1,
     )
+
+
+def test_a_page_too_far_behind_reloads_itself_once_a_worker_has_counted(
+    page, tmp_path, settings, django_db_blocker
+):
+    cache.clear()
+    month_runs(tmp_path, {"2026-09": 2})
+    tallies_refresh()
+    month_runs(tmp_path, {"2026-09": 3}, tag="more")
+    # More runs to read again than the page counts itself: a worker counts them, and the
+    # page's poll reloads it once they are counted.
+    settings.TALLY_PAGE_REFRESH_RUNS = 2
+    with celery_worker(django_db_blocker, tmp_path / "worker.log", concurrency=1):
+        page.click("nav.mainnav >> text=Tallies")
+        page.wait_for_selector("#tallies-catching-up >> text=Counting")
+        page.wait_for_selector("#tallies-catching-up", state="detached", timeout=30_000)
+    september = page.locator("#month-2026-09 [data-count=unexplained]")
+    assert int(september.inner_text()) == 5
