@@ -149,17 +149,23 @@ def assert_upgraded(summary: dict, stored: dict) -> None:
     assert stored["judged_through"] == stored["last_record"]
 
 
-def test_an_sqlite_database_with_lines_stored_before_0029_upgrades_whole(tmp_path):
-    database = tmp_path / "upgrade.sqlite3"
+def manage_env(url: str, folder: Path) -> dict[str, str]:
+    """The environment of `manage.py` on the database `url` names, as one role, with the
+    broker that needs no server (in `folder`)."""
     env = {
         **os.environ,
-        "DATABASE_URL": f"sqlite:///{database}",
-        "CROSSCHECK_VAR_DIR": str(tmp_path),
+        "DATABASE_URL": url,
+        "CROSSCHECK_VAR_DIR": str(folder),
         "DJANGO_SETTINGS_MODULE": "reviewapp.settings",
     }
     env.pop("MIGRATE_DATABASE_URL", None)
     env.pop("REDIS_URL", None)
-    summary, stored = upgrade_and_redeliver(env, tmp_path)
+    return env
+
+
+def test_an_sqlite_database_with_lines_stored_before_0029_upgrades_whole(tmp_path):
+    database = tmp_path / "upgrade.sqlite3"
+    summary, stored = upgrade_and_redeliver(manage_env(f"sqlite:///{database}", tmp_path), tmp_path)
     assert_upgraded(summary, stored)
     with sqlite3.connect(database) as db, pytest.raises(sqlite3.IntegrityError, match="append"):
         db.execute("UPDATE reviewapp_traceline SET reason = 'rewritten'")
@@ -174,29 +180,25 @@ def test_a_postgresql_database_with_lines_stored_before_0029_upgrades_whole(tmp_
         "user": owner["USER"],
         "password": owner["PASSWORD"],
     }
-    admin = {**server, "dbname": "postgres"}
-    with psycopg.connect(**{k: v for k, v in admin.items() if v}, autocommit=True) as conn:
+
+    def connect(dbname: str, **options) -> psycopg.Connection:
+        """As the owner of the tables, on this server."""
+        given = {key: value for key, value in server.items() if value}
+        return psycopg.connect(**given, dbname=dbname, **options)
+
+    with connect("postgres", autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     url = "postgres://{user}:{password}@{host}:{port}/{name}".format(
         name=name, **{k: v or "" for k, v in server.items()}
     )
-    env = {
-        **os.environ,
-        "DATABASE_URL": url,
-        "CROSSCHECK_VAR_DIR": str(tmp_path),
-        "DJANGO_SETTINGS_MODULE": "reviewapp.settings",
-    }
-    env.pop("MIGRATE_DATABASE_URL", None)
-    env.pop("REDIS_URL", None)
     try:
-        summary, stored = upgrade_and_redeliver(env, tmp_path)
+        summary, stored = upgrade_and_redeliver(manage_env(url, tmp_path), tmp_path)
         assert_upgraded(summary, stored)
-        upgraded = {**server, "dbname": name}
         with (
-            psycopg.connect(**{k: v for k, v in upgraded.items() if v}) as conn,
+            connect(name) as conn,
             pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only: UPDATE"),
         ):
             conn.execute("UPDATE reviewapp_traceline SET reason = 'rewritten'")
     finally:
-        with psycopg.connect(**{k: v for k, v in admin.items() if v}, autocommit=True) as conn:
+        with connect("postgres", autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -124,6 +124,12 @@ class IngestBatch(models.Model):
     def is_finished(self) -> bool:
         return self.state in (self.State.DONE, self.State.FAILED)
 
+    @property
+    def is_read_whole(self) -> bool:
+        """Running, with its file read to its end: what is left is the final sweep
+        (ingest.pipeline.batch_finish), while its bar stands at 99%."""
+        return self.state == self.State.RUNNING and 0 < self.size_bytes <= self.bytes_done
+
 
 class IngestPart(models.Model):
     """One worker's share of a batch split into parts (ingest.parts)."""

@@ -74,12 +74,12 @@ def tallies_refresh(*, full: bool = False) -> int:
     return read
 
 
-def tallies_refresh_if_quick(*, at_most: int) -> int | None:
+def tallies_refresh_if_quick() -> int | None:
     """What a page may do while somebody waits on it: bring the tallies up to date when at
-    most `at_most` runs are to be read again and no refresh is under way elsewhere; the
-    number of runs read, or None when nothing was done (it is a worker's to do: after a
-    large ingest, the first refresh reads every run it judged)."""
-    return _refresh(full=False, wait=False, at_most=at_most)
+    most TALLY_PAGE_REFRESH_RUNS runs are to be read again and no refresh is under way
+    elsewhere; the number of runs read, or None when nothing was done (it is a worker's to
+    do: after a large ingest, the first refresh reads every run it judged)."""
+    return _refresh(full=False, wait=False, at_most=settings.TALLY_PAGE_REFRESH_RUNS)
 
 
 # The task a worker brings the tallies up to date with (reviewapp.tasks), sent by name.

@@ -134,12 +134,12 @@ def tallies(request: HttpRequest) -> HttpResponse:
         return overview, detail
 
     def up_to_date_views():
-        if tallies_refresh_if_quick(at_most=settings.TALLY_PAGE_REFRESH_RUNS) is None:
+        if tallies_refresh_if_quick() is None:
             raise _LeftToAWorker
         return views()
 
     key = f"tallies:{stamp.text}:{settings.TALLY_TIME_ZONE}:{first}:{last}:{chosen}"
-    catching_up = False
+    catching_up: dict = {}
     try:
         overview, detail = cached(key, up_to_date_views)
     except _LeftToAWorker:
@@ -147,7 +147,7 @@ def tallies(request: HttpRequest) -> HttpResponse:
         # counts; the page reloads itself once it has (tallies_status).
         tallies_refresh_later()
         overview, detail = views()
-        catching_up = True
+        catching_up = _catching_up()
     selected = detail.shown.month
     can_close = request.user.has_perm(CLOSE_MONTH)
     chart = stacked_bars(overview)
@@ -183,8 +183,7 @@ def tallies(request: HttpRequest) -> HttpResponse:
         "first": month_key(first),
         "can_close": can_close and not detail.status.frozen and days_since_end(selected, zone) >= 0,
         "can_reopen": can_close and detail.status.frozen,
-        "catching_up": catching_up,
-        "worker_silent": silent_since("worker") if catching_up else None,
+        **catching_up,
     }
     return render(request, "reports/tallies.html", context)
 
@@ -193,13 +192,14 @@ def tallies(request: HttpRequest) -> HttpResponse:
 def tallies_status(request: HttpRequest) -> HttpResponse:
     """Polled by the tallies page while a worker brings the tallies up to date: the same
     notice while it is too much to do here, then a reload of the page."""
-    if tallies_refresh_if_quick(at_most=settings.TALLY_PAGE_REFRESH_RUNS) is None:
-        return render(
-            request,
-            "reports/tallies.html#catching-up",
-            {"catching_up": True, "worker_silent": silent_since("worker")},
-        )
+    if tallies_refresh_if_quick() is None:
+        return render(request, "reports/tallies.html#catching-up", _catching_up())
     return HttpResponseClientRefresh()
+
+
+def _catching_up() -> dict:
+    """The context of the tallies' catching-up notice (its partial)."""
+    return {"catching_up": True, "worker_silent": silent_since("worker")}
 
 
 @require_GET
