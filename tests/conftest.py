@@ -5,14 +5,20 @@ import os
 
 import pgtrigger
 import pytest
-from django.contrib.auth.models import Group
 from django.core.cache import cache
 from django.core.management.commands import flush
 from django.db import connections
 
 from reviewapp.accounts.roles import ADMIN, APPROVER, REVIEWER, VIEWER, ensure_roles
 from reviewapp.infra.roles import as_owner
-from tests.roles import CREDENTIALS, become, owner_settings, separate
+from tests.roles import (
+    CREDENTIALS,
+    become,
+    owner_settings,
+    people_set_up_before_install,
+    person_set_up_before,
+    separate,
+)
 
 SLOW = os.environ.get("CROSSCHECK_SLOW") == "1"
 
@@ -32,10 +38,7 @@ def pytest_collection_modifyitems(config, items):
 
 def make_user(django_user_model, username: str, role: str | None):
     ensure_roles()
-    user = django_user_model.objects.create_user(username=username, password=f"pw-{username}-123")
-    if role:
-        user.groups.add(Group.objects.get(name=role))
-    return user
+    return person_set_up_before(django_user_model, username, f"pw-{username}-123", role)
 
 
 @pytest.fixture
@@ -96,12 +99,13 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
 
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup, django_db_blocker):
-    """Then every test runs as the app's role, which owns nothing; the owner drops the
-    database at the end."""
+    """Then every test runs as the app's role, which owns nothing (the people tests act as
+    are set up by the owner: tests/roles.py); the owner drops the database at the end."""
     if not separate():
         yield
         return
     with django_db_blocker.unblock():
+        people_set_up_before_install(connections["default"], _APP_CREDENTIALS["USER"])
         become(connections["default"], _APP_CREDENTIALS)
     yield
     with django_db_blocker.unblock():

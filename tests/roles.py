@@ -7,8 +7,34 @@ from __future__ import annotations
 import os
 
 import dj_database_url
+from django.contrib.auth.hashers import make_password
+from django.contrib.auth.models import Group
+from django.db import connection
 
 CREDENTIALS = ("USER", "PASSWORD", "HOST", "PORT")
+
+# The people tests act as, given their role before the test begins, as an administrator would
+# have: by the owner of the tables, with no audit event (tests assert whole audit trails).
+# The app's role may not do this itself (reviewapp/accounts/roles.py: account_role_set is its
+# audited way); this function exists in the test database only, made by the owner.
+PEOPLE_SET_UP_BEFORE = """
+CREATE OR REPLACE FUNCTION public.tests_person_set_up_before(
+    account_name text, password_hash text, role_name text
+) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+DECLARE
+    person integer;
+BEGIN
+    INSERT INTO auth_user (username, password, is_superuser, is_staff, is_active,
+                           first_name, last_name, email, date_joined)
+    VALUES (account_name, password_hash, false, false, true, '', '', '', now())
+    RETURNING id INTO person;
+    INSERT INTO auth_user_groups (user_id, group_id)
+    SELECT person, id FROM auth_group WHERE name = role_name;
+    RETURN person;
+END;
+$$
+"""
 
 
 def separate() -> bool:
@@ -38,3 +64,28 @@ def owner_conninfo(connection) -> str:
         "dbname": connection.settings_dict["NAME"],
     }
     return " ".join(f"{key}='{value}'" for key, value in parts.items() if value)
+
+
+def people_set_up_before_install(owner_connection, app_role: str) -> None:
+    """As the owner, on the test database: the function person_set_up_before calls."""
+    signature = "public.tests_person_set_up_before(text, text, text)"
+    with owner_connection.cursor() as cursor:
+        cursor.execute(PEOPLE_SET_UP_BEFORE)
+        cursor.execute(f"REVOKE ALL ON FUNCTION {signature} FROM PUBLIC")
+        cursor.execute(f'GRANT EXECUTE ON FUNCTION {signature} TO "{app_role}"')
+
+
+def person_set_up_before(users, username: str, password: str, role: str | None):
+    """An account with this role (None: none) that exists before the test, unaudited."""
+    if not (separate() and connection.vendor == "postgresql"):
+        user = users.objects.create_user(username=username, password=password)
+        if role:
+            user.groups.add(Group.objects.get(name=role))
+        return user
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT tests_person_set_up_before(%s, %s, %s)",
+            [users.normalize_username(username), make_password(password), role],
+        )
+        (pk,) = cursor.fetchone()
+    return users.objects.get(pk=pk)

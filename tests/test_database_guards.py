@@ -1,6 +1,7 @@
 """What the database refuses, on PostgreSQL (the test database) and on SQLite (a migrated
 file): every append-only model refuses UPDATE, DELETE and TRUNCATE; a decided proposal
-keeps its decision; only an active judgement is a run's current one or opens a ticket."""
+keeps its decision; a policy version publishes a proposal someone other than its proposer
+approved; only an active judgement is a run's current one or opens a ticket."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from reviewapp.models import (
     PolicyVersion,
     ProspectiveSettlement,
     ReplayResult,
+    RuleProposal,
     Run,
     ShadowBatch,
     Ticket,
@@ -50,7 +52,11 @@ from reviewapp.policy.candidates import (
     policy_of_candidate,
 )
 from reviewapp.policy.settlements import settlements_label
-from reviewapp.policy.versions import policy_version_publish, proposal_create, proposal_decide
+from reviewapp.policy.versions import (
+    policy_version_publish,
+    proposal_create,
+    proposal_decide,
+)
 from reviewapp.replay.fixtures import freeze_ticket, suite_mark
 from reviewapp.replay.jobs import job_start, job_work
 from reviewapp.review.changes import ticket_comment
@@ -198,6 +204,83 @@ def test_a_shadow_or_replay_judgement_moves_no_run_and_opens_no_ticket(every_tab
         Run.objects.filter(pk=run.pk).update(current_judgement=other)
 
 
+# Four eyes on every policy version (issue 24, defect 2): a version inserted by hand, as the
+# app's role, with no proposal behind it that someone other than its proposer approved.
+FORGED_VERSION = (
+    "INSERT INTO reviewapp_policyversion (number, name, document, reason, based_on, "
+    "published_by_id, published_at) SELECT coalesce(max(number), 0) + 1, 'forged', "
+    """'{"rules": []}', 'no one approved this', coalesce(max(number), 0), %s, now() """
+    "FROM reviewapp_policyversion RETURNING id"
+)
+UNAPPROVED = "publishes no proposal approved by someone other than its proposer"
+
+
+def version_forged(publisher, *then: tuple[str, list], refusal: str = UNAPPROVED) -> None:
+    """Insert a version by hand published by `publisher`, run `then` (SQL and parameters,
+    `{version}` its id), and commit: refused with `refusal`, and nothing of it is left."""
+    versions = PolicyVersion.objects.count()
+    with (
+        pytest.raises(DatabaseError, match=refusal),
+        transaction.atomic(),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute(FORGED_VERSION, [publisher.pk])
+        (version,) = cursor.fetchone()
+        for statement, params in then:
+            cursor.execute(statement.format(version=version), params)
+        # The check runs when the transaction commits: make it now.
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+    assert PolicyVersion.objects.count() == versions
+
+
+def published_in(proposal) -> tuple[str, list]:
+    """The statement marking `proposal` published in the forged version."""
+    return (
+        "UPDATE reviewapp_ruleproposal SET published_in_id = {version} WHERE id = %s",
+        [proposal.pk],
+    )
+
+
+def committed() -> None:
+    """What the commit of this transaction would check, checked now (tests roll back);
+    every check from then on is made at once, so last."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+
+
+def test_a_version_that_no_second_person_approved_is_refused(approver, admin_user):
+    proposal = proposal_create(
+        user=approver, kind="require-review", change={"field": "status"}, rationale="safety"
+    )
+    # Nothing approved at all, or the proposer's own change published by the proposer.
+    version_forged(approver)
+    with pytest.raises(IntegrityError, match="proposal_four_eyes"), transaction.atomic():
+        RuleProposal.objects.filter(pk=proposal.pk).update(state="approved", decided_by=approver)
+    version_forged(approver, published_in(proposal), refusal="published_only_if_approved")
+    # Once someone else approved it, its proposer may publish it: two people decided it.
+    proposal_decide(proposal=proposal, user=admin_user, approve=True, reason="")
+    version = policy_version_publish(user=approver, reason="status needs a person")
+    committed()
+    assert (version.number, version.published_by) == (1, approver)
+
+
+def test_a_version_must_publish_the_approved_proposal_behind_it(reviewer, approver):
+    proposal = proposal_create(
+        user=reviewer, kind="require-review", change={"field": "status"}, rationale="safety"
+    )
+    proposal_decide(proposal=proposal, user=approver, approve=True, reason="agreed")
+    # An approval waiting to be published is no licence for some other document.
+    version_forged(approver)
+    version_forged(reviewer)
+    version = policy_version_publish(user=approver, reason="status needs a person")
+    assert RuleProposal.objects.get().published_in == version
+    # Nor is an approval published before: a proposal is published once.
+    version_forged(approver, published_in(proposal), refusal="a decided proposal cannot be changed")
+    version_forged(approver)
+    committed()
+    assert PolicyVersion.objects.get() == version
+
+
 @pytest.fixture(scope="module")
 def sqlite_database(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("sqlite")
@@ -247,6 +330,68 @@ def test_sqlite_keeps_a_decided_proposal_as_decided(sqlite_database):
             db.execute("UPDATE reviewapp_ruleproposal SET published_in_id = 8")
         with pytest.raises(sqlite3.IntegrityError, match="append-only: DELETE"):
             db.execute("DELETE FROM reviewapp_ruleproposal")
+
+
+def test_sqlite_refuses_a_version_with_no_approved_proposal_waiting(sqlite_database):
+    version = (
+        "INSERT INTO reviewapp_policyversion (number, name, document, reason, based_on, "
+        "published_by_id, published_at) VALUES (?, '', '{}', '', 0, 1, '2026-11-30')"
+    )
+    with sqlite3.connect(sqlite_database) as db:
+        db.execute(
+            "INSERT INTO reviewapp_ruleproposal (id, kind, change, sentence, rationale, "
+            "proposed_by_id, created_at, base_number, state, decision_reason) VALUES (40, "
+            "'require-review', '{}', 's', 'r', 1, '2026-11-30 00:00:00', 0, 'pending', '')"
+        )
+        with pytest.raises(sqlite3.IntegrityError, match=UNAPPROVED):
+            db.execute(version, (41,))
+        db.execute(
+            "UPDATE reviewapp_ruleproposal SET state = 'approved', decided_by_id = 2 WHERE id = 40"
+        )
+        published = db.execute(version, (41,)).lastrowid
+        db.execute(
+            "UPDATE reviewapp_ruleproposal SET published_in_id = ? WHERE id = 40", (published,)
+        )
+        with pytest.raises(sqlite3.IntegrityError, match=UNAPPROVED):
+            db.execute(version, (42,))
+
+
+def test_sqlite_gives_a_role_with_its_audit_event(sqlite_database):
+    # One role does everything on SQLite: the same one path, in Python (seed_demo uses it).
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{sqlite_database}",
+        "CROSSCHECK_VAR_DIR": str(sqlite_database.parent),
+        "DJANGO_SETTINGS_MODULE": "reviewapp.settings",
+        "DEMO_PASSWORD": "a-demo-password",
+    }
+    for _ in range(2):
+        subprocess.run(
+            [sys.executable, "manage.py", "seed_demo", "--no-corpus"],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+    with sqlite3.connect(sqlite_database) as db:
+        given = db.execute(
+            "SELECT target, data FROM reviewapp_auditevent WHERE verb = 'account.role' "
+            "ORDER BY position"
+        ).fetchall()
+        roles = db.execute(
+            "SELECT u.username, u.is_superuser, g.name FROM auth_user u JOIN auth_user_groups m "
+            "ON m.user_id = u.id JOIN auth_group g ON g.id = m.group_id WHERE u.username = 'admin'"
+        ).fetchall()
+    assert [target for target, _ in given] == [
+        f"account {name}" for name in ("reviewer", "reviewer2", "approver", "viewer", "admin")
+    ]
+    assert json.loads(given[-1][1]) == {
+        "role": "admin",
+        "before": [],
+        "superuser": True,
+        "created": True,
+    }
+    assert roles == [("admin", 1, "admin")]
 
 
 def test_sqlite_makes_only_an_active_judgement_current(sqlite_database):

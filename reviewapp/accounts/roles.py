@@ -1,7 +1,20 @@
 """Roles are Django groups made of the app's permissions; every view checks a permission
-on the server, never only by hiding a button."""
+on the server, never only by hiding a button.
 
+A person gets an account or a role one way only, account_role_set, which records an audit
+event whenever it changes anything. On PostgreSQL the database does it: the app's role may
+not write memberships, permissions or the superuser flag (reviewapp/infra/roles.py), and
+calls reviewapp_account_set (migration 0033), a function that runs as the owner of the
+tables and records the event in the same statement, so that no role is given silently."""
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import make_password
 from django.contrib.auth.models import Group, Permission
+from django.db import connection, transaction
+
+from reviewapp.accounts.audit import audit_record, current_channel
 
 VIEWER, REVIEWER, APPROVER, ADMIN = "viewer", "reviewer", "approver", "admin"
 INGEST = "reviewapp.ingest_traces"
@@ -18,12 +31,68 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
     ADMIN: (INGEST, WORK_TICKET, PROPOSE_RULE, APPROVE_RULE, CLOSE_MONTH, RUN_REPLAY),
 }
 
+# The verb of the event a role given records (reviewapp_account_set writes it too).
+ROLE_CHANGED = "account.role"
+
 
 def ensure_roles(**_kwargs) -> None:
-    """Create or repair the role groups (run after every migrate)."""
+    """Create or repair the role groups (run after every migrate, as the owner)."""
     for role, permissions in ROLE_PERMISSIONS.items():
         group, _ = Group.objects.get_or_create(name=role)
         codenames = [name.split(".", 1)[1] for name in permissions]
         group.permissions.set(
             Permission.objects.filter(content_type__app_label="reviewapp", codename__in=codenames)
         )
+
+
+def account_role_set(
+    username: str,
+    role: str | None,
+    *,
+    actor: Any = None,
+    superuser: bool = False,
+    password: str | None = None,
+) -> Any:
+    """Give `username` exactly this role (None: none) and Django's superuser and staff
+    flags or not, making the account first if there is none (with `password`; None: no
+    usable one). One audit event, `account.role`, credited to `actor` and the current
+    channel, whenever this changes anything; nothing when it changes nothing."""
+    if role is not None and role not in ROLE_PERMISSIONS:
+        raise ValueError(f"no role named {role!r}")
+    users = get_user_model()
+    name = users.normalize_username(username)
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT reviewapp_account_set(%s, %s, %s, %s, %s, %s)",
+                [name, make_password(password), role, superuser, _pk(actor), current_channel()],
+            )
+            (pk,) = cursor.fetchone()
+        return users.objects.get(pk=pk)
+    # SQLite: one role does everything; the same changes and event, in one transaction.
+    with transaction.atomic():
+        user, created = users.objects.get_or_create(
+            username=name, defaults={"password": make_password(password)}
+        )
+        before = sorted(user.groups.values_list("name", flat=True))
+        wanted = [role] if role is not None else []
+        flags = (user.is_superuser, user.is_staff)
+        if not created and before == wanted and flags == (superuser, superuser):
+            return user
+        user.is_superuser = user.is_staff = superuser
+        user.save(update_fields=["is_superuser", "is_staff"])
+        user.groups.set([Group.objects.get(name=wanted_role) for wanted_role in wanted])
+        audit_record(
+            actor=actor,
+            verb=ROLE_CHANGED,
+            target=f"account {name}",
+            role=role,
+            before=before,
+            superuser=superuser,
+            created=created,
+        )
+    return user
+
+
+def _pk(actor: Any) -> int | None:
+    return None if actor is None else actor.pk

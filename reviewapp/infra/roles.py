@@ -8,17 +8,26 @@ app's role (DATABASE_URL's user) what the app needs and no more (app_role_grant)
   versions, candidates, settlements, comments, the audit trail): no UPDATE, DELETE or
   TRUNCATE, whatever the triggers say;
 - SELECT, INSERT and UPDATE where rows legitimately change (batches, runs, tickets,
-  proposals, tokens, the audit chain's head...); DELETE only where rows are meant to go (the
-  queue's count deltas folded every minute, a proposal's motivating tickets, and Django's
-  own tables: sessions, group memberships);
+  proposals, tokens...); DELETE only where rows are meant to go (the queue's count deltas
+  folded every minute, a proposal's motivating tickets, the tallies' reporting copy, and
+  Django's sessions);
+- SELECT only (NARROWER) on who has which role or permission (accounts, memberships,
+  groups, permissions): the app records a sign-in and a re-hashed password, and gives an
+  account or a role only through reviewapp_account_set (migration 0033), a function of the
+  owner's that records its audit event in the same statement, so no role is given
+  silently; and on the audit chain's head, which only the trigger that chains each event
+  moves (models.guards.audit_chain, run as the owner);
 - no TRUNCATE, REFERENCES or TRIGGER anywhere, no CREATE in the schema, no temporary tables
-  (one would hide a table from the guards' queries), USAGE on sequences.
+  (one would hide a table from the guards' queries), USAGE on sequences, EXECUTE on the
+  functions in APP_FUNCTIONS (no one else's: PostgreSQL lets PUBLIC run a new function).
 
 Only an owner can disable a trigger, drop a constraint or alter a table, and only a
 superuser can set session_replication_role: the app's role can do none of them. The
 triggers' escape hatch for deliberate maintenance (pgtrigger.ignore, a setting any session
-may set) is honoured only for a role that owns the table (_pgtrigger_should_ignore, replaced
-after every migrate), who could disable the trigger anyway.
+may set) is honoured only for a session of a role that owns the table
+(_pgtrigger_should_ignore, replaced after every migrate), who could disable the trigger
+anyway: the session's role, not the role a function runs as, so that a trigger running
+as the owner (audit_chain) cannot be skipped by the app's role.
 
 Without MIGRATE_DATABASE_URL (scripts/run on SQLite, a single-role setup) nothing here
 does anything."""
@@ -47,6 +56,24 @@ DELETABLE = {
     "reviewapp_tallystate",
 }
 
+# Tables the app's role gets less on than their kind would: Django's own (accounts and
+# what gives them permissions) and the audit chain's head.
+NARROWER = {
+    # A sign-in's time, and a password Django hashes again on sign-in when its hasher changes.
+    "auth_user": "SELECT, UPDATE (last_login, password)",
+    "auth_user_groups": "SELECT",
+    "auth_user_user_permissions": "SELECT",
+    # Made by migrate (accounts/roles.py: ensure_roles, and Django's own).
+    "auth_group": "SELECT",
+    "auth_group_permissions": "SELECT",
+    "auth_permission": "SELECT",
+    "django_content_type": "SELECT",
+    "reviewapp_auditchain": "SELECT",
+}
+
+# The owner's functions the app's role may call.
+APP_FUNCTIONS = ("public.reviewapp_account_set(text, text, text, boolean, integer, text)",)
+
 HARDENED_IGNORE = """
 CREATE OR REPLACE FUNCTION public._pgtrigger_should_ignore(trigger_name NAME)
 RETURNS BOOLEAN AS $$
@@ -60,12 +87,13 @@ RETURNS BOOLEAN AS $$
         IF _pgtrigger_ignore IS NULL OR NOT (trigger_name = ANY(_pgtrigger_ignore)) THEN
             RETURN FALSE;
         END IF;
-        -- Honoured only for a role that owns the trigger's table (it could disable it).
+        -- Honoured only for a session of a role that owns the trigger's table (it could
+        -- disable it): not current_user, the owner inside a function run as the owner.
         RETURN EXISTS (
             SELECT 1 FROM pg_catalog.pg_trigger t
             JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid
             WHERE t.tgname = trigger_name
-            AND pg_catalog.pg_has_role(current_user, c.relowner, 'USAGE')
+            AND pg_catalog.pg_has_role(session_user, c.relowner, 'USAGE')
         );
     END;
 $$ LANGUAGE plpgsql
@@ -109,7 +137,9 @@ def table_privileges(models: Iterable[Any]) -> dict[str, str]:
             continue
         triggers = {trigger.name for trigger in getattr(meta, "triggers", [])}
         table = meta.db_table
-        if "append_only" in triggers:
+        if table in NARROWER:
+            privileges[table] = NARROWER[table]
+        elif "append_only" in triggers:
             privileges[table] = "SELECT, INSERT"
         elif meta.app_label == "reviewapp" and table not in DELETABLE:
             privileges[table] = "SELECT, INSERT, UPDATE"
@@ -147,6 +177,11 @@ def app_role_grant(using: str, models: Iterable[Any]) -> bool:
             f"GRANT {granted} ON {quote(table)} TO {app}"
             for table, granted in sorted(table_privileges(models).items())
         ]
+        for function in APP_FUNCTIONS:
+            statements += [
+                f"REVOKE ALL ON FUNCTION {function} FROM PUBLIC",
+                f"GRANT EXECUTE ON FUNCTION {function} TO {app}",
+            ]
         statements.append(HARDENED_IGNORE)
         for statement in statements:
             try:

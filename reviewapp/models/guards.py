@@ -3,7 +3,13 @@
 - append_only(): what was recorded (lines, records, judgements, verdicts, findings, policy
   versions, comments, the audit trail, settlement labels) is never updated, deleted or
   truncated;
-- proposal_guard(): a decided proposal keeps its decision; nothing is deleted;
+- proposal_guard(): a decided proposal keeps its decision, and is published once; nothing
+  is deleted;
+- published_with_approval(): four eyes on every policy version: it publishes at least one
+  proposal approved by someone other than its proposer, and names its publisher;
+- audit_chain(): each audit event is chained after the head's, and only this trigger moves
+  the head: it runs as the owner of the tables (AsOwnerTrigger), the app's role may only
+  read the head;
 - only_active_current() / only_active_tickets(): only an ACTIVE judgement (not a shadow or
   replay one) can be a run's current judgement or open a ticket;
 - references() / referenced(): the foreign keys of what ingest writes by the hundred
@@ -17,12 +23,17 @@ sqlite_guards(), installed after every migrate (reviewapp.apps): a table SQLite 
 alter it loses its triggers, and gets them back.
 
 (Deliberate maintenance, like emptying the test database between tests, goes through
-pgtrigger.ignore; the app never does.)"""
+pgtrigger.ignore; the app never does.)
+
+Who has which role is not a trigger: the app's role may not write memberships, permissions
+or Django's superuser flag at all, and gives a role only through reviewapp_account_set
+(migration 0033, reviewapp/accounts/roles.py), which records its audit event."""
 
 from __future__ import annotations
 
 import pgtrigger
 from django.db import models
+from pgtrigger import compiler
 
 REFUSED = "USING ERRCODE = 'insufficient_privilege'"
 
@@ -69,11 +80,38 @@ def audit_content_sql(row: str) -> str:
     )
 
 
+class AsOwnerTriggerSql(compiler.UpsertTriggerSql):
+    """pgtrigger's installation SQL, its trigger function SECURITY DEFINER: it runs as the
+    role that made it (the owner of the tables, whom migrations run as) whoever fires it,
+    with a search_path of its own, as a definer's function must have. Migrations name this
+    class, as they name pgtrigger's: a different template needs a class of its own."""
+
+    def get_template(self) -> str:
+        template = super().get_template()
+        # The last function of the template is the trigger's (the first, the escape hatch's).
+        head, language, tail = template.rpartition("$$ LANGUAGE plpgsql;")
+        if not language:
+            raise RuntimeError("pgtrigger's installation template has changed")
+        return (
+            f"{head}$$ LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp;{tail}"
+        )
+
+
+class AsOwnerTrigger(pgtrigger.Trigger):
+    """A trigger whose function runs as the owner of the tables: it may write what the role
+    whose statement fires it may not."""
+
+    def compile(self, model: models.Model) -> compiler.Trigger:
+        compiled = super().compile(model)
+        return compiler.Trigger(name=compiled.name, sql=AsOwnerTriggerSql(**compiled.sql.kwargs))
+
+
 def audit_chain() -> pgtrigger.Trigger:
     """Each new audit event takes the next place in the chain, after the head's: the head
-    row is locked until the inserting transaction ends, so concurrent events line up."""
+    row is locked until the inserting transaction ends, so concurrent events line up. It
+    runs as the owner of the tables: the app's role may read the head, never move it."""
     content = audit_content_sql("NEW")
-    return pgtrigger.Trigger(
+    return AsOwnerTrigger(
         name="audit_chain",
         when=pgtrigger.Before,
         operation=pgtrigger.Insert,
@@ -113,6 +151,39 @@ def proposal_guard() -> list[pgtrigger.Trigger]:
             func=f"RAISE EXCEPTION 'append-only: DELETE on % is refused', TG_TABLE_NAME {REFUSED};",
         ),
         append_only()[1],
+    ]
+
+
+# A proposal that someone other than its proposer approved (the CHECKs of RuleProposal
+# also hold each row to it), among those `{published}` selects.
+_APPROVED_BY_ANOTHER = (
+    "SELECT 1 FROM reviewapp_ruleproposal p WHERE {published} AND p.state = 'approved' "
+    "AND p.decided_by_id IS NOT NULL AND p.decided_by_id <> p.proposed_by_id"
+)
+_UNAPPROVED = "publishes no proposal approved by someone other than its proposer"
+
+
+def published_with_approval() -> list[pgtrigger.Trigger]:
+    """Four eyes on every policy version: it names who published it, and publishes at
+    least one proposal approved by someone other than its proposer. The publisher may be
+    that approver or that proposer: two people have decided each change either way. The
+    first version is no exception (before it the built-in default judges, and is no row).
+    Checked when the inserting transaction commits, since a publish marks its proposals
+    published in the version after inserting it; proposal_guard() keeps a proposal from
+    being published in a second one."""
+    linked = _APPROVED_BY_ANOTHER.format(published="p.published_in_id = NEW.id")
+    return [
+        pgtrigger.Trigger(
+            name="published_with_approval",
+            when=pgtrigger.After,
+            operation=pgtrigger.Insert,
+            timing=pgtrigger.Deferred,
+            func=(
+                f"IF NEW.published_by_id IS NULL OR NOT EXISTS ({linked}) THEN "
+                f"RAISE EXCEPTION 'policy v% {_UNAPPROVED}', NEW.number {REFUSED}; "
+                "END IF; RETURN NULL;"
+            ),
+        )
     ]
 
 
@@ -320,6 +391,17 @@ def sqlite_guards(model_list: list[type[models.Model]]) -> dict[str, str]:
             )
             statements[f"{table}_no_delete"] = _refuse(
                 f"{table}_no_delete", "DELETE", table, f"append-only: DELETE on {table} is refused"
+            )
+        if "published_with_approval" in names:
+            # SQLite checks no later than the statement: an approved proposal must be
+            # waiting to be published when the version is inserted.
+            waiting = _APPROVED_BY_ANOTHER.format(published="p.published_in_id IS NULL")
+            statements[f"{table}_published_with_approval"] = _refuse(
+                f"{table}_published_with_approval",
+                "INSERT",
+                table,
+                f"a policy version {_UNAPPROVED}",
+                when=f"NEW.published_by_id IS NULL OR NOT EXISTS ({waiting})",
             )
         if "only_active_current_update" in names:
             for event in ("INSERT", "UPDATE"):

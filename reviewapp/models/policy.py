@@ -14,7 +14,8 @@ from reviewapp.models import guards
 
 class PolicyVersion(models.Model):
     """A published, numbered, immutable policy document (the database refuses UPDATE and
-    DELETE of its rows)."""
+    DELETE of its rows, and a version that publishes no proposal someone other than its
+    proposer approved)."""
 
     number = models.PositiveIntegerField(unique=True)
     name = models.CharField(max_length=200, blank=True)
@@ -27,7 +28,7 @@ class PolicyVersion(models.Model):
     published_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        triggers = guards.append_only()
+        triggers = [*guards.append_only(), *guards.published_with_approval()]
         ordering = ["-number"]
 
     def __str__(self) -> str:

@@ -182,15 +182,24 @@ def test_errors_and_fallbacks_are_marked(client, reviewer, desk):
     assert '<span class="error-code concerns">FALLBACK</span>' in body
 
 
-def test_a_finding_ticket_shows_the_runs_calls_as_a_timeline(client, reviewer, tmp_path):
+def test_a_finding_ticket_shows_the_runs_calls_as_a_timeline(client, reviewer, approver, tmp_path):
 
     from reviewapp.ingest.pipeline import ingest_file
-    from reviewapp.models import PolicyVersion
+    from reviewapp.policy.versions import (
+        policy_document_import,
+        policy_version_publish,
+        proposal_decide,
+    )
 
     spec = SPEC_DIR
-    PolicyVersion.objects.create(
-        number=1, document=json.loads((spec / "refund-trajectory.policy.json").read_text())
+    # Published as every version is, four eyes (the database refuses any other).
+    proposal = policy_document_import(
+        user=reviewer,
+        document=json.loads((spec / "refund-trajectory.policy.json").read_text()),
+        rationale="the trajectory rules",
     )
+    proposal_decide(proposal=proposal, user=approver, approve=True, reason="")
+    policy_version_publish(user=approver, reason="the trajectory rules")
     ingest_file(spec / "refund-trajectory.jsonl", channel="cli")
     ticket = Ticket.objects.get(finding_kind="out-of-scope-entity")
     client.force_login(reviewer)

@@ -4,11 +4,9 @@ as version 1, and a seeded corpus of months of runs, ingested. Safe to run again
 import os
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from reviewapp.accounts.roles import ADMIN, APPROVER, REVIEWER, VIEWER, ensure_roles
+from reviewapp.accounts.roles import ADMIN, APPROVER, REVIEWER, VIEWER, account_role_set
 from reviewapp.demo.corpus import DEMO_POLICY, demo_lines
 from reviewapp.demo.shadow import seed_shadow_demo
 from reviewapp.demo.tallies import demo_tallies
@@ -48,15 +46,13 @@ class Command(BaseCommand):
                 "set DEMO_PASSWORD: outside DEBUG the demo users (an admin among them) get "
                 "no well-known password"
             )
-        ensure_roles()
         users = {}
         for username, role in DEMO_USERS:
-            user, _ = get_user_model().objects.get_or_create(username=username)
+            # The audited way every role is given (an event when anything changes).
+            user = account_role_set(username, role, superuser=role == ADMIN)
             # Reset on every run so that the printed credentials always work.
             user.set_password(password)
-            user.is_staff = user.is_superuser = role == ADMIN
-            user.save()
-            user.groups.add(Group.objects.get(name=role))
+            user.save(update_fields=["password"])
             users[role] = user
         if options["no_corpus"]:
             self._print_credentials(password)
