@@ -12,6 +12,7 @@ from django.db import connection
 
 from reviewapp.infra.days import Window
 from reviewapp.infra.sql import as_date, day_of, json_elements, timestamp_param
+from reviewapp.infra.storable_text import NUL
 from reviewapp.models import GateAnswer
 
 DECISIONS = tuple(d.value for d in GateAnswer.Decision)
@@ -121,13 +122,15 @@ def recent_answers(
     day: date | None = None,
     limit: int = 25,
 ) -> list[GateAnswer]:
-    """The latest answers, newest first, of a decision, action or day."""
+    """The latest answers, newest first, of a decision, action or day. An action holding a
+    NUL names none (PostgreSQL refuses it in a query): it is ignored, as the queue's
+    filters are."""
     answers = GateAnswer.objects.select_related("token__user").order_by("-id")
     if day is not None:
         one = Window(day, day)
         answers = answers.filter(created_at__gte=one.start, created_at__lt=one.end)
     if decision in DECISIONS:
         answers = answers.filter(decision=decision)
-    if action is not None:
+    if action is not None and NUL not in action:
         answers = answers.filter(action=action)
     return list(answers[:limit])

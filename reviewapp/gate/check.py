@@ -1,7 +1,8 @@
 """Checking one action before it is taken: a run's records so far and the action the agent
 is about to take (an agent action, or a tool call), judged in memory under the active
 policy; the answer is allow, block (the action's gate mode is enforce) or would-block (its
-mode is shadow: answered as allow, and counted). Bad input is refused with its reason.
+mode is shadow: answered as allow, and counted). Bad input is refused with its reason:
+400, or 413 for a body over GATE_MAX_BYTES, 415 for a body that is not declared JSON.
 Every answer, refusals included, is recorded (GateAnswer).
 
 What blocks this action (judging.blocking): an agent action is blocked by the unsafe
@@ -27,19 +28,25 @@ from reviewapp.engine import (
     parse_record,
 )
 from reviewapp.gate.modes import ENFORCE, MAX_ACTION, mode_of
+from reviewapp.infra.storable_text import NUL_REFUSAL, nul_location
 from reviewapp.judging.blocking import FINDING, VERDICT, Blocked, blocked_in
 from reviewapp.judging.core import RunToJudge, judge
 from reviewapp.judging.policies import default_policy, policy_of_version_id
 from reviewapp.models import ApiToken, GateAnswer, PolicyVersion
 
 KEYS = {"runId", "records", "action"}
+JSON = "application/json"
 ACTION_TYPES = ("agent_action", "tool_call")
 MAX_RUN_ID = 200
 ALLOW, BLOCK, WOULD_BLOCK, REJECTED = (d.value for d in GateAnswer.Decision)
 
 
 class CheckRefused(ValueError):
-    """Input the gate cannot judge; the message is the reason answered with a 400."""
+    """Input the gate cannot judge; the message is the reason answered, with `status`."""
+
+    def __init__(self, reason: str, status: int = 400):
+        super().__init__(reason)
+        self.status = status
 
 
 @dataclass(frozen=True)
@@ -54,16 +61,41 @@ class CheckRequest:
         return self.action.name if isinstance(self.action, AgentAction) else self.action.tool
 
 
+def check_refused_unread(*, content_type: str, declared_length: str) -> CheckRefused | None:
+    """What the headers alone refuse, before a byte of the body is read: a body not
+    declared JSON (415, as the OTLP receiver answers), or declared over the limit (413).
+    No body at all is left to check_read, which says what to send."""
+    declared = (
+        int(declared_length) if declared_length.isascii() and declared_length.isdecimal() else 0
+    )
+    media_type = content_type.split(";", 1)[0].strip().lower()
+    if declared and media_type != JSON:
+        return CheckRefused(
+            f"Content-Type {media_type or '(none)'} is not JSON: send {JSON}", status=415
+        )
+    if declared > settings.GATE_MAX_BYTES:
+        return check_too_large()
+    return None
+
+
+def check_too_large() -> CheckRefused:
+    return CheckRefused(f"body is over the {settings.GATE_MAX_BYTES:,}-byte limit", status=413)
+
+
 def check_read(body: bytes) -> CheckRequest:
     """The request, checked strictly: CheckRefused names the first thing wrong."""
     if len(body) > settings.GATE_MAX_BYTES:
-        raise CheckRefused(f"body is over the {settings.GATE_MAX_BYTES:,}-byte limit")
+        raise check_too_large()
     if not body.strip():
         raise CheckRefused('empty body: send a JSON object with "runId", "records" and "action"')
     try:
         document = decode_line(body)
     except RecordError as exc:
         raise CheckRefused(f"body: {exc}") from None
+    # First: every later reason may quote what was sent, and a refusal is stored too.
+    nul_at = nul_location(document)
+    if nul_at is not None:
+        raise CheckRefused(f"{nul_at}: {NUL_REFUSAL}")
     unknown = sorted(set(document) - KEYS)
     if unknown:
         raise CheckRefused(f'unknown key "{unknown[0]}" (the keys are runId, records, action)')
@@ -174,19 +206,20 @@ def check(body: bytes, *, token: ApiToken | None, started: float) -> tuple[int, 
     try:
         request = check_read(body)
     except CheckRefused as refused:
-        return check_refuse(str(refused), token=token, started=started)
+        return check_refuse(refused, token=token, started=started)
     answer = check_answer(request)
     recorded = _record_answer(token, answer, records=len(request.records), started=started)
     return 200, {**answer, "checkId": recorded.pk}
 
 
 def check_refuse(
-    reason: str, *, token: ApiToken | None, started: float
+    refused: CheckRefused, *, token: ApiToken | None, started: float
 ) -> tuple[int, dict[str, Any]]:
-    """Refuse a check as bad input, and record the refusal: (400, body)."""
+    """Refuse a check as bad input, and record the refusal: (its status, body)."""
+    reason = str(refused)
     answer = {"decision": REJECTED, "allow": False, "error": reason}
     recorded = _record_answer(token, answer, error=reason, started=started)
-    return 400, {**answer, "checkId": recorded.pk}
+    return refused.status, {**answer, "checkId": recorded.pk}
 
 
 def _record_answer(

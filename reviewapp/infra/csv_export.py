@@ -2,7 +2,9 @@
 quoting (the csv module's), and no cell a spreadsheet would run as a formula.
 
 A text cell that starts with =, +, -, @, a tab or a carriage return is neutralised with a
-leading apostrophe (OWASP's advice): spreadsheets show it as text and never evaluate it.
+leading apostrophe (OWASP's advice): spreadsheets show it as text and never evaluate it. So
+is one whose first character after white space or line breaks is one of them (spreadsheets
+trim them), or a full-width ＝ ＋ － ＠ (a spreadsheet may read them as the ASCII ones).
 Numbers are written as numbers (a negative one is not text, and stays as it is). The file
 name is reduced to letters, digits, dots, dashes and underscores."""
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import re
+import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import date, datetime
 from decimal import Decimal
@@ -18,6 +21,7 @@ from typing import Any
 from django.http import StreamingHttpResponse
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+FORMULA_SIGNS = ("=", "+", "-", "@")
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -33,9 +37,19 @@ def safe_cell(value: Any) -> str | int | float | Decimal:
     if isinstance(value, datetime | date):
         return value.isoformat()
     text = str(value)
-    if text.startswith(FORMULA_STARTS):
+    if starts_like_formula(text):
         return "'" + text
     return text
+
+
+def starts_like_formula(text: str) -> bool:
+    """Whether a spreadsheet might take the text for a formula: it starts with one of
+    FORMULA_STARTS, or its first character past white space is a formula's sign, in any of
+    its compatible forms (NFKC makes full-width ＝ the ASCII =)."""
+    if text.startswith(FORMULA_STARTS):
+        return True
+    first = text.lstrip()[:1]
+    return unicodedata.normalize("NFKC", first).startswith(FORMULA_SIGNS)
 
 
 def safe_file_name(name: str, *, default: str = "export.csv") -> str:

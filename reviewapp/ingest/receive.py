@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
+from reviewapp.infra.storable_text import NUL, NUL_REFUSAL
 from reviewapp.ingest.batches import (
     BatchNotRetryable,
     IngestSummary,
@@ -25,6 +26,7 @@ from reviewapp.ingest.streams import Kept, Readable, TooLarge, keep_stream
 from reviewapp.models import ApiToken, IngestBatch
 
 MAX_IDEMPOTENCY_KEY = 200
+MAX_FILE_NAME = IngestBatch._meta.get_field("file_name").max_length or 255
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,18 @@ def _refuse_binary(kept: Kept) -> None:
         raise DeliveryRefused(415, refusal(kind))
 
 
+def file_name_header(value: str) -> str | None:
+    """The X-File-Name header as the client wrote it, or None. WSGI hands header bytes over
+    as Latin-1; a client sending UTF-8 (a file name with "ä", say) meant UTF-8. Longer than
+    the API document allows is refused (400), counted before control characters are
+    dropped, so that what the client sent decides."""
+    with suppress(UnicodeEncodeError, UnicodeDecodeError):
+        value = value.encode("latin-1").decode("utf-8")
+    if len(value) > MAX_FILE_NAME:
+        raise DeliveryRefused(400, f"X-File-Name is longer than {MAX_FILE_NAME} characters")
+    return "".join(char for char in value if char.isprintable()).strip() or None
+
+
 def api_body_receive(
     body: Readable,
     *,
@@ -79,13 +93,19 @@ def api_body_receive(
     file_name: str | None,
 ) -> Received:
     """Keep a posted body and queue it; DeliveryRefused (nothing kept) when it is too
-    large, empty, binary, or its Idempotency-Key was used with another body."""
+    large, empty or binary, its Idempotency-Key too long or holding a NUL, or used with
+    another body."""
     limit = settings.INGEST_MAX_BYTES
     too_large = DeliveryRefused(413, f"body is over the {limit:,}-byte limit")
     if declared_length.isascii() and declared_length.isdecimal() and int(declared_length) > limit:
         raise too_large
-    if idempotency_key is not None and len(idempotency_key) > MAX_IDEMPOTENCY_KEY:
-        raise DeliveryRefused(400, "Idempotency-Key is longer than 200 characters")
+    if idempotency_key is not None:
+        if len(idempotency_key) > MAX_IDEMPOTENCY_KEY:
+            raise DeliveryRefused(
+                400, f"Idempotency-Key is longer than {MAX_IDEMPOTENCY_KEY} characters"
+            )
+        if NUL in idempotency_key:
+            raise DeliveryRefused(400, f"Idempotency-Key {NUL_REFUSAL}")
     try:
         kept = keep_stream(body, limit=limit)
     except TooLarge:

@@ -44,10 +44,12 @@ def _audit(token: ApiToken, verb: str) -> None:
 
 
 def authenticate_bearer(header: str | None) -> ApiToken | None:
-    """The live token named by an `Authorization: Bearer …` header, or None."""
-    if not header or not header.startswith("Bearer "):
+    """The live token named by an `Authorization: Bearer …` header, or None. The scheme is
+    case-insensitive (RFC 9110, 11.1): `bearer` and `BEARER` name it too."""
+    scheme, _, credentials = (header or "").strip().partition(" ")
+    if scheme.lower() != "bearer":
         return None
-    return authenticate_token(header.removeprefix("Bearer ").strip())
+    return authenticate_token(credentials.strip())
 
 
 def authenticate_token(raw: str) -> ApiToken | None:

@@ -43,6 +43,7 @@ from reviewapp.infra.sql import (
     sorted_list,
     timestamp_param,
 )
+from reviewapp.infra.storable_text import NUL
 from reviewapp.models import Finding, Run, TraceLine, TraceRecord, Verdict
 
 BLOCKING_FINDINGS = (
@@ -169,8 +170,13 @@ class ItemFilter:
     @classmethod
     def read(cls, values: Mapping[str, str]) -> ItemFilter:
         """From a query string: a dimension present is a filter, even empty; a day, week
-        or run that cannot be read is ignored."""
-        found: dict[str, Any] = {name: values[name] for name in DIMENSIONS if name in values}
+        or run that cannot be read is ignored, and so is a value holding a NUL (no stored
+        value holds one, and PostgreSQL refuses it in a query), as the queue's filters do."""
+        found: dict[str, Any] = {
+            name: value
+            for name in DIMENSIONS
+            if (value := values.get(name)) is not None and NUL not in value
+        }
         run = values.get("run", "")
         if run.isascii() and run.isdecimal() and len(run) < 19:
             found["run"] = int(run)

@@ -1,7 +1,8 @@
 """Policy documents as people change them: one proposed change applied to a document,
 what a rule means in a sentence, and the difference between two versions.
 
-Pure functions over JSON documents; every result is validated by the engine's loader."""
+Pure functions over JSON documents; every result is validated by the engine's loader, and
+every change first refused when it holds a NUL, which PostgreSQL cannot store."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from reviewapp.engine import load_policy
+from reviewapp.engine import PolicyError, load_policy
+from reviewapp.infra.storable_text import NUL_REFUSAL, nul_location
 
 RULE_CHANGES = ("authoritative-source", "higher-source-revision", "require-review")
 _RULE_KEYS = {
@@ -40,6 +42,9 @@ def _fresh_rule_id(document: dict[str, Any], change: dict[str, Any], kind: str) 
 def apply_change(document: dict[str, Any], kind: str, change: dict[str, Any]) -> dict[str, Any]:
     """A new document with one change applied; raises PolicyError (paths named) or
     ValueError when the result is not a valid policy. The input is left untouched."""
+    nul_at = nul_location(change)
+    if nul_at is not None:
+        raise PolicyError([f"{nul_at}: {NUL_REFUSAL}"])
     if kind == "document":
         result = _without_version(copy.deepcopy(change["document"]))
     else:

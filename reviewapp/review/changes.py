@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from reviewapp.accounts.audit import audit_record, audit_records
 from reviewapp.accounts.roles import WORK_TICKET
+from reviewapp.infra.storable_text import NUL
 from reviewapp.models import AuditEvent, Ticket, TicketComment
 from reviewapp.review.errors import TicketActionError
 from reviewapp.review.stamp import DataStamp
@@ -360,9 +361,12 @@ UNDO_SECONDS = 600
 def bulk_closed(bulk: str, actor) -> dict[int, int]:
     """The tickets a bulk close of `actor` closed, with the revision each close made; empty
     once UNDO_SECONDS have passed or once it was undone."""
+    # A NUL names no bulk change, and PostgreSQL refuses it in a query.
+    if not bulk or NUL in bulk:
+        return {}
     since = timezone.now() - timedelta(seconds=UNDO_SECONDS)
     events = AuditEvent.objects.filter(actor=actor, verb="closed", data__bulk=bulk)
-    if not bulk or AuditEvent.objects.filter(verb="reopened", data__undoes=bulk).exists():
+    if AuditEvent.objects.filter(verb="reopened", data__undoes=bulk).exists():
         return {}
     return dict(events.filter(created_at__gte=since).values_list("ticket_id", "data__revision"))
 

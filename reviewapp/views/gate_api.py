@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import time
 
-from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from reviewapp.gate.check import check, check_refuse
+from reviewapp.gate.check import check, check_refuse, check_refused_unread, check_too_large
 from reviewapp.views.ingest_api import token_or_error
 
 
@@ -23,15 +22,17 @@ def post_check(request: HttpRequest) -> JsonResponse:
     token = token_or_error(request)
     if isinstance(token, JsonResponse):
         return token
-    too_large = f"body is over the {settings.GATE_MAX_BYTES:,}-byte limit"
-    declared = request.headers.get("Content-Length", "")
-    if declared.isascii() and declared.isdecimal() and int(declared) > settings.GATE_MAX_BYTES:
-        status, answer = check_refuse(too_large, token=token, started=started)
-    else:
+    refused = check_refused_unread(
+        content_type=request.headers.get("Content-Type", ""),
+        declared_length=request.headers.get("Content-Length", ""),
+    )
+    if refused is None:
         try:
             body = request.body
         except RequestDataTooBig:
-            status, answer = check_refuse(too_large, token=token, started=started)
+            refused = check_too_large()
         else:
             status, answer = check(body, token=token, started=started)
+            return JsonResponse(answer, status=status)
+    status, answer = check_refuse(refused, token=token, started=started)
     return JsonResponse(answer, status=status)

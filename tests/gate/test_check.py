@@ -12,6 +12,7 @@ from django.urls import reverse
 from reviewapp.demo.corpus import DEMO_POLICY, demo_lines
 from reviewapp.engine import judge_run, parse_line
 from reviewapp.gate.answers import answer_counts
+from reviewapp.gate.check import CheckRefused, check_read
 from reviewapp.gate.modes import mode_of, mode_set, modes_current
 from reviewapp.infra.days import Window
 from reviewapp.ingest.tokens import create_token
@@ -160,11 +161,61 @@ def test_bad_input_is_a_400_with_its_reason_and_is_recorded_as_rejected(
     assert recorded.decision == "rejected" and reason in recorded.error
 
 
-def test_a_body_over_the_limit_is_refused_unread(client, token, settings):
+NUL_BODIES = [
+    ({"runId": "x\x00y", "records": [], "action": {"name": "a"}}, "runId"),
+    ({"runId": "r", "records": [], "action": {"name": "a\x00"}}, "action.name"),
+    (
+        {
+            "runId": "r",
+            "records": [{"runId": "r", "type": "agent_action", "name": "a\x00"}],
+            "action": {"name": "a"},
+        },
+        "records[0].name",
+    ),
+    (
+        {"runId": "r", "records": [], "action": {"name": "a", "arguments": {"k": ["\x00"]}}},
+        "action.arguments.k[0]",
+    ),
+    ({"runId": "r", "records": [], "action": {"name": "a", "x\x00": 1}}, "action.x\\u0000"),
+]
+
+
+@pytest.mark.parametrize(("body", "where"), NUL_BODIES, ids=[where for _, where in NUL_BODIES])
+def test_a_nul_anywhere_is_a_400_naming_where_it_is(client, token, body, where):
+    """PostgreSQL stores no NUL, and the run id, the action and the answer are stored."""
+    response = ask(client, token, body)  # json.dumps writes the NUL as \u0000
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error == f"{where}: contains a NUL character (\\u0000), which cannot be stored"
+    assert GateAnswer.objects.get(pk=response.json()["checkId"]).error == error
+
+
+def test_a_body_over_the_limit_is_a_413_refused_unread(client, token, settings):
     settings.GATE_MAX_BYTES = 100
     response = ask(client, token, conflict())
-    assert response.status_code == 400 and "over the 100-byte limit" in response.json()["error"]
+    assert response.status_code == 413 and "over the 100-byte limit" in response.json()["error"]
     assert GateAnswer.objects.get().decision == "rejected"
+    # Read past the limit (no Content-Length said so): the same status.
+    with pytest.raises(CheckRefused) as refused:
+        check_read(json.dumps(conflict()).encode())
+    assert refused.value.status == 413
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", ""])
+def test_a_body_not_declared_json_is_a_415(client, token, content_type):
+    def post(content_type):
+        return client.post(
+            reverse("api-check"),
+            data=json.dumps(conflict()).encode(),
+            content_type=content_type,
+            headers={"Authorization": f"Bearer {token}"},
+        )
+
+    response = post(content_type)
+    assert response.status_code == 415
+    assert "is not JSON: send application/json" in response.json()["error"]
+    assert GateAnswer.objects.get().decision == "rejected"
+    assert post("application/json; charset=utf-8").status_code == 200
 
 
 def test_without_a_token_nothing_is_answered_or_recorded(client, reviewer):

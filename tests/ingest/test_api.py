@@ -173,3 +173,45 @@ def test_an_api_client_sending_a_file_again_learns_its_rejected_lines_again(clie
         reverse("api-batch", args=[second.public_id]), headers={"Authorization": f"Bearer {token}"}
     ).json()
     assert (status["rejected"], status["ignored"]) == (1, 0)
+
+
+def test_the_scheme_of_the_authorization_header_is_case_insensitive(client, token):
+    """RFC 9110, 11.1: `bearer` is the Bearer scheme."""
+    for scheme in ("bearer", "BEARER", "beArer"):
+        response = client.post(
+            reverse("api-traces"),
+            data=BODY,
+            content_type="application/x-ndjson",
+            headers={"Authorization": f"{scheme}  {token}"},
+        )
+        assert response.status_code == 202, scheme
+    for header in (f"Bearer{token}", f"Basic {token}", "bearer", ""):
+        assert post(client, BODY, None, Authorization=header).status_code == 401
+
+
+def test_headers_the_document_limits_are_refused_past_their_limit(client, token):
+    name = "ä" * 255  # characters, as the client wrote them in UTF-8
+    response = post(client, BODY, token, **{"X-File-Name": name.encode().decode("latin-1")})
+    assert response.status_code == 202 and response.json()["file"] == name
+    response = post(client, BODY, token, **{"X-File-Name": "a" * 256})
+    assert response.status_code == 400
+    assert response.json()["error"] == "X-File-Name is longer than 255 characters"
+    # A NUL, which PostgreSQL cannot store, in the key that is stored: refused, naming it.
+    response = post(client, BODY, token, **{"Idempotency-Key": "k\x00"})
+    assert response.status_code == 400
+    assert response.json()["error"].startswith("Idempotency-Key contains a NUL character")
+    assert IngestBatch.objects.count() == 1
+
+
+def test_every_error_of_an_api_url_is_json(client, token):
+    auth = {"Authorization": f"Bearer {token}"}
+    for url in ("/api/v1/batches/null,null", "/api/v1/nothing", "/api/"):
+        response = client.get(url, headers=auth)
+        assert response.status_code == 404, url
+        assert response["Content-Type"] == "application/json"
+        assert response.json() == {"error": f"no such API URL: {url}"}
+    response = client.get(reverse("api-traces"), headers=auth)
+    assert (response.status_code, response["Allow"]) == (405, "POST")
+    assert response.json() == {"error": "GET is not allowed here; allowed: POST"}
+    # The pages keep their HTML 404.
+    assert client.get("/no/such/page/")["Content-Type"].startswith("text/html")

@@ -51,6 +51,29 @@ def test_a_formula_like_cell_is_neutralised():
     assert safe_cell(date(2026, 9, 1)) == "2026-09-01"
 
 
+def test_a_formula_behind_white_space_or_in_full_width_is_neutralised_too():
+    """Spreadsheets trim leading white space and line breaks, and may read the full-width
+    signs as the ASCII ones."""
+    for dangerous in (
+        " =1+1",
+        '\n=HYPERLINK("http://x")',
+        "\r\n+1",
+        " \t-2+3",
+        "\u3000@SUM(A1)",
+        "\xa0=1",
+        '＝HYPERLINK("http://x")',
+        "＋1",
+        "－1",
+        "＠SUM(A1)",
+        " ＝1",
+    ):
+        assert safe_cell(dangerous) == "'" + dangerous, repr(dangerous)
+        row = read_back("".join(csv_lines(HEADER, [[dangerous, "", 1]])))[1]
+        assert row[0] == "'" + dangerous, repr(dangerous)
+    for harmless in (" a=b", "\nnote", "１２", "a＝b", ""):
+        assert safe_cell(harmless) == harmless, repr(harmless)
+
+
 def test_file_names_are_made_safe():
     assert safe_file_name("crosscheck-tallies-2026-09.csv") == "crosscheck-tallies-2026-09.csv"
     assert safe_file_name('../../etc/"passwd"\r\n.csv') == "etc-passwd-.csv"

@@ -1,4 +1,5 @@
-"""The app's routes, and one that fails: for the headers of a 500 (test_headers.py)."""
+"""The app's routes, and one that fails, as a page and as the API: for the headers of a 500
+(test_headers.py)."""
 
 from django.contrib.auth.decorators import login_not_required
 from django.urls import path
@@ -11,4 +12,4 @@ def boom(request):
     raise RuntimeError("a test's deliberate failure")
 
 
-urlpatterns = [*app_urls, path("boom/", boom)]
+urlpatterns = [*app_urls, path("boom/", boom), path("api/v1/boom", boom)]

@@ -77,11 +77,31 @@ def test_every_kind_of_response_carries_the_headers(client, reviewer, viewer, de
         "404": client.get("/no/such/page/", secure=True),
         "405": client.get(reverse("ticket-claim", args=[ticket.pk]), secure=True),
         "500": anonymous.get("/boom/", secure=True),
+        "api 404": anonymous.get("/api/v1/batches/null,null", secure=True),
+        "api 405": anonymous.get(reverse("api-check"), secure=True),
+        "api 500": anonymous.get("/api/v1/boom", secure=True),
     }
     assert responses["500"].status_code == 500
     assert responses["api 400"].status_code == 400
     for name, response in responses.items():
         assert_secure(name, response)
+    # The API's errors are JSON, those Django answers itself too.
+    for name in ("api 401", "api 400", "api 404", "api 405", "api 500"):
+        assert responses[name]["Content-Type"] == "application/json", name
+        assert responses[name].json()["error"], name
+    assert responses["api 500"].json() == {"error": "internal server error"}
+
+
+@pytest.mark.parametrize("path", ["css/app.css", "js/keys.js", "img/favicon.svg"])
+def test_a_static_file_carries_them_too_but_may_be_kept(client, path, settings):
+    """WhiteNoise answers static files before most middleware runs: the CSP and
+    X-Frame-Options are set before it. A static file is cached (no no-store)."""
+    settings.SECURE_HSTS_SECONDS = 31536000
+    response = client.get(f"/static/{path}", secure=True)
+    assert response.status_code == 200 and "max-age" in response["Cache-Control"]
+    assert "no-store" not in response["Cache-Control"]
+    response["Cache-Control"] = "no-store"  # all the rest is as every other response's
+    assert_secure(path, response)
 
 
 def test_a_csrf_refusal_carries_them_too(reviewer, desk, settings):
