@@ -11,7 +11,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from reviewapp.engine import line_payload
 
@@ -25,6 +25,9 @@ MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 # What a gzip stream may inflate to before the rest of it is refused (a gzip bomb
 # inflates a thousandfold); ingestion passes its setting.
 MAX_DECOMPRESSED_BYTES = 4 * 1024**3
+# A run of blank lines is read past in bulk; every this many bytes of it, a reader that
+# asks is told how far it got (BlankRun), so that its progress moves through the run.
+BLANK_RUN_REPORT_BYTES = 8 * 1024 * 1024
 
 
 class DecompressedTooLarge(OSError):
@@ -102,6 +105,14 @@ class RawLine:
         return line_payload(self.raw, first=self.number == 1)
 
 
+@dataclass(frozen=True, slots=True)
+class BlankRun:
+    """Blank lines read past, up to line `number`, in a run still going on: nothing to
+    store, only a sign of how far the reading got (iter_lines_and_blank_runs)."""
+
+    number: int
+
+
 def open_stream(
     stream: BinaryIO,
     max_decompressed: int = MAX_DECOMPRESSED_BYTES,
@@ -121,7 +132,8 @@ def is_gzip(path: str | Path) -> bool:
         return stream.read(2) == GZIP_MAGIC
 
 
-def _unreadable(exc: BaseException) -> str:
+def unreadable(exc: BaseException) -> str:
+    """Why a (gzip) stream could not be read on: the reason of the line that says so."""
     if isinstance(exc, DecompressedTooLarge):
         return str(exc)
     return f"unreadable compressed data: {exc}"
@@ -178,25 +190,42 @@ def iter_raw_lines(
     """Yield the non-blank lines of a (possibly gzip) stream, or a pretty-printed document as
     one unit; a corrupt, truncated or too large gzip ends with one RawLine carrying the
     error, after every line that could be read."""
+    for line in iter_lines_and_blank_runs(
+        stream, source, max_decompressed=max_decompressed, meter=meter
+    ):
+        if isinstance(line, RawLine):
+            yield line
+
+
+def iter_lines_and_blank_runs(
+    stream: BinaryIO,
+    source: str,
+    *,
+    max_decompressed: int = MAX_DECOMPRESSED_BYTES,
+    meter: InflateMeter | None = None,
+) -> Iterator[RawLine | BlankRun]:
+    """iter_raw_lines, with a BlankRun every BLANK_RUN_REPORT_BYTES of a run of blank
+    lines: a reader that reports its progress reports it through such a run too."""
     reader = open_stream(stream, max_decompressed, meter)
     try:
         document, reader = _whole_document(reader)
     except (OSError, EOFError, zlib.error) as exc:
-        yield RawLine(source, 1, b"", error=_unreadable(exc))
+        yield RawLine(source, 1, b"", error=unreadable(exc))
         return
     if document is not None:
         yield RawLine(source, 1, document.strip())
         return
-    number = 0
+    counted = _Counted()
     while True:
         try:
             chunk = reader.readline(MAX_LINE_BYTES + 1)
         except (OSError, EOFError, zlib.error) as exc:
-            yield RawLine(source, number + 1, b"", error=_unreadable(exc))
+            yield RawLine(source, counted.number + 1, b"", error=unreadable(exc))
             return
         if not chunk:
             return
-        number += 1
+        counted.number += 1
+        number = counted.number
         if len(chunk) > MAX_LINE_BYTES and not chunk.endswith(b"\n"):
             size = len(chunk)
             prefix = chunk[:OVERSIZED_PREFIX_BYTES]
@@ -207,20 +236,61 @@ def iter_raw_lines(
                         break
                     size += len(chunk)
             except (OSError, EOFError, zlib.error) as exc:
-                yield RawLine(source, number + 1, b"", error=_unreadable(exc))
+                yield RawLine(source, counted.number + 1, b"", error=unreadable(exc))
                 return
-            yield RawLine(
-                source,
-                number,
-                prefix,
-                error=f"line is {size:,} bytes, over the {MAX_LINE_BYTES:,}-byte limit (first "
-                f"{OVERSIZED_PREFIX_BYTES:,} bytes kept)",
-            )
+            yield oversized_line(source, number, prefix, size)
             continue
         raw = chunk[:-1] if chunk.endswith(b"\n") else chunk
-        if not raw.strip():
+        if raw.strip():
+            yield RawLine(source, number, raw)
             continue
-        yield RawLine(source, number, raw)
+        # Blank: so may the lines after it be, by the billion (a gzip of newlines). Read
+        # past them in bulk: a readline each costs a thousand times their bytes.
+        try:
+            more = _skip_blank_lines(reader, counted)
+        except (OSError, EOFError, zlib.error) as exc:
+            yield RawLine(source, counted.number + 1, b"", error=unreadable(exc))
+            return
+        if more:
+            yield BlankRun(counted.number)
+
+
+class _Counted:
+    """The number of the last physical line read."""
+
+    number = 0
+
+
+def _skip_blank_lines(reader: BinaryIO, counted: _Counted) -> bool:
+    """Read past the whole blank lines at the reader's position, counting them, up to
+    about BLANK_RUN_REPORT_BYTES: whether it stopped at that bound (more may follow)
+    rather than before a line with something on it or a blank one longer than what is
+    buffered (both left to readline, which numbers, keeps or refuses them)."""
+    buffered = cast(io.BufferedReader, reader)
+    read = 0
+    while read < BLANK_RUN_REPORT_BYTES:
+        ahead = buffered.peek(1)  # everything buffered; one read fills it when empty
+        blank = len(ahead) - len(ahead.lstrip())
+        end = ahead.rfind(b"\n", 0, blank) + 1
+        if not end:
+            return False
+        counted.number += ahead.count(b"\n", 0, end)
+        buffered.read(end)
+        read += end
+        if end < len(ahead):
+            return False
+    return True
+
+
+def oversized_line(source: str, number: int, prefix: bytes, size: int) -> RawLine:
+    """A line too long to keep: its first bytes, and why it is refused."""
+    return RawLine(
+        source,
+        number,
+        prefix[:OVERSIZED_PREFIX_BYTES],
+        error=f"line is {size:,} bytes, over the {MAX_LINE_BYTES:,}-byte limit (first "
+        f"{OVERSIZED_PREFIX_BYTES:,} bytes kept)",
+    )
 
 
 def open_trace_file(path: str | Path) -> BinaryIO:

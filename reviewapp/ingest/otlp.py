@@ -3,9 +3,12 @@ kept, decoded, regrouped into one OTLP/JSON line per trace and ingested as a bat
 other delivery; the answer says, in the request's own encoding, how many spans were
 rejected and why (OTLP's partial success).
 
-A small request (what exporters send: a few hundred spans) is ingested while the exporter
-waits, so that its partial success is true; a large one goes to a worker and is answered
-at once, as accepted."""
+A small request (what exporters send: a few hundred spans) is decoded and ingested while
+the exporter waits, so that its partial success is true. The web process never holds more
+of a body than INGEST_INLINE_MAX_BYTES inflated: a gzip is inflated as a stream, and a
+request that inflates past that is kept as it came for a worker (which decodes and stores
+it as it would have been here) and answered at once, as accepted. Past the OTLP limit
+(otlp_messages.request_limit, as it arrives or inflated) it is refused with 413."""
 
 from __future__ import annotations
 
@@ -14,20 +17,27 @@ import json
 import uuid
 import zlib
 from dataclasses import dataclass
+from pathlib import Path
 
 from django.conf import settings
 from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from reviewapp.ingest.batches import create_batch, send_to_worker
-from reviewapp.ingest.files import GZIP_MAGIC
-from reviewapp.ingest.otlp_messages import BadRequest, json_traces, protobuf_traces
+from reviewapp.ingest.files import GZIP_MAGIC, DecompressedTooLarge, open_stream
+from reviewapp.ingest.otlp_messages import (
+    JSON,
+    KEPT_SUFFIXES,
+    PROTOBUF,
+    BadRequest,
+    json_traces,
+    protobuf_traces,
+    request_limit,
+)
 from reviewapp.ingest.pipeline import ingest_batch
-from reviewapp.ingest.streams import Readable, TooLarge, keep_stream, upload_dir
+from reviewapp.ingest.streams import Kept, Readable, TooLarge, keep_stream, upload_dir
 from reviewapp.models import ApiToken, IngestBatch, TraceLine
 
-PROTOBUF = "application/x-protobuf"
-JSON = "application/json"
 CONTENT_TYPES = {PROTOBUF: PROTOBUF, "application/protobuf": PROTOBUF, JSON: JSON}
 # How many rejected traces the answer names (the batch page has them all).
 NAMED_REASONS = 3
@@ -70,17 +80,36 @@ def _success(encoding: str, rejected: int, message: str) -> Answer:
     return Answer(200, JSON, json.dumps(body).encode())
 
 
-def _inflate(data: bytes, limit: int) -> bytes:
-    try:
-        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-        body = inflater.decompress(data, limit + 1)
-        if len(body) > limit or inflater.unconsumed_tail:
-            raise BadRequest(f"the body inflates past the {limit:,}-byte limit")
-        if not inflater.eof:
-            raise BadRequest("the body is not valid gzip (Content-Encoding: gzip): it is cut short")
-    except zlib.error as exc:
-        raise BadRequest(f"the body is not valid gzip (Content-Encoding: gzip): {exc}") from None
-    return body
+class InflatesTooLarge(Exception):
+    """A gzip body that inflates past the limit of a request."""
+
+
+def _inflated_if_small(path: Path, *, gzipped: bool, keep: int, limit: int) -> bytes | None:
+    """The body, inflated, when that is at most `keep` bytes. Else None, once the rest is
+    inflated as a stream and let go, to make sure that it stays within `limit`
+    (InflatesTooLarge past it): no more than `keep` bytes of it are held at once."""
+    if not gzipped:
+        return path.read_bytes() if path.stat().st_size <= keep else None
+    with path.open("rb") as stream:
+        reader = open_stream(stream, limit)
+        try:
+            body = reader.read(min(keep, limit) + 1)
+            if len(body) <= keep:
+                return body
+            del body
+            while reader.read(256 * 1024):
+                pass
+        except DecompressedTooLarge:
+            raise InflatesTooLarge from None
+        except EOFError:
+            raise BadRequest(
+                "the body is not valid gzip (Content-Encoding: gzip): it is cut short"
+            ) from None
+        except (OSError, zlib.error) as exc:
+            raise BadRequest(
+                f"the body is not valid gzip (Content-Encoding: gzip): {exc}"
+            ) from None
+    return None
 
 
 def otlp_receive(
@@ -100,8 +129,9 @@ def otlp_receive(
             f"{PROTOBUF} or {JSON}",
             JSON,
         )
-    limit = settings.INGEST_MAX_BYTES
-    too_large = refusal(413, f"the body is over the {limit:,}-byte limit", encoding)
+    limit = request_limit()
+    advice = "export fewer spans in each request"
+    too_large = refusal(413, f"the body is over the {limit:,}-byte limit; {advice}", encoding)
     if declared_length.isascii() and declared_length.isdecimal() and int(declared_length) > limit:
         return too_large
     compression = content_encoding.strip().lower()
@@ -112,17 +142,46 @@ def otlp_receive(
     except TooLarge:
         return too_large
     try:
-        data = kept.path.read_bytes()
-        if compression == "gzip" or data.startswith(GZIP_MAGIC):
-            data = _inflate(data, limit)
+        with kept.path.open("rb") as stream:
+            gzipped = stream.read(2) == GZIP_MAGIC
+        if compression == "gzip" and not gzipped:
+            raise BadRequest("the body is not valid gzip (Content-Encoding: gzip)")
+        data = _inflated_if_small(
+            kept.path, gzipped=gzipped, keep=settings.INGEST_INLINE_MAX_BYTES, limit=limit
+        )
+        if data is None:
+            return _to_worker(kept, encoding=encoding, gzipped=gzipped, token=token)
         traces = protobuf_traces(data) if encoding == PROTOBUF else json_traces(data)
+    except InflatesTooLarge:
+        return refusal(413, f"the body inflates past the {limit:,}-byte limit; {advice}", encoding)
     except BadRequest as exc:
         return refusal(400, str(exc), encoding)
     finally:
-        kept.path.unlink(missing_ok=True)
+        kept.path.unlink(missing_ok=True)  # gone already when a worker's batch took it
     if not traces:
         return _success(encoding, 0, "")
     return _ingest(traces, token=token, encoding=encoding)
+
+
+def _to_worker(kept: Kept, *, encoding: str, gzipped: bool, token: ApiToken) -> Answer:
+    """A request too large to decode here, kept as it came for a worker, which decodes it
+    into the lines it would have been given here (otlp_messages.kept_request_lines)."""
+    path = kept.path.rename(kept.path.with_name(kept.path.name + KEPT_SUFFIXES[encoding]))
+    extension = (".pb" if encoding == PROTOBUF else ".json") + (".gz" if gzipped else "")
+    try:
+        batch = create_batch(
+            channel=IngestBatch.Channel.OTLP,
+            path=path,
+            file_name=f"otlp-{kept.sha256[:12]}{extension}",
+            digest=(kept.sha256, kept.size),
+            user=token.user,
+            token=token,
+        )
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+    send_to_worker(batch)
+    return _success(encoding, 0, "")
 
 
 def _ingest(traces, *, token: ApiToken, encoding: str) -> Answer:

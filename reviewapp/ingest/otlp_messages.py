@@ -3,18 +3,49 @@ regrouped into one OTLP/JSON TracesData document per trace: the lines a receiver
 
 Protobuf spans are written in the spec's JSON encoding (hex ids, decimal-string
 nanoseconds, integer enums), so that a line reads the same whichever encoding brought it;
-a trace's spans keep their resource and scope."""
+a trace's spans keep their resource and scope. A protobuf span becomes JSON only when its
+trace's line is written, so that a large request holds its decoded message and one
+trace's worth of JSON, not every span's.
+
+A request too large to decode while the exporter waits is kept as it came, and a worker
+reads its lines from it here (kept_request_lines)."""
 
 from __future__ import annotations
 
 import base64
 import json
 import math
+import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
+from django.conf import settings
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from reviewapp.ingest.files import (
+    MAX_LINE_BYTES,
+    InflateMeter,
+    RawLine,
+    open_stream,
+    oversized_line,
+    unreadable,
+)
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+# The largest request, as it arrives and inflated: the OTLP specification has a server
+# bound it (after decompression too) and answer 413, which exporters do not retry, and
+# recommends this as the default. INGEST_MAX_BYTES lowers it.
+MAX_REQUEST_BYTES = 64 * 1024 * 1024
+# A request kept whole for a worker is stored under a name ending with its encoding's.
+KEPT_SUFFIXES = {PROTOBUF: ".otlp-protobuf", JSON: ".otlp-json"}
+
+
+def request_limit() -> int:
+    """The most bytes a request may be, as it arrives and inflated."""
+    return min(settings.INGEST_MAX_BYTES, MAX_REQUEST_BYTES)
 
 
 class BadRequest(ValueError):
@@ -97,6 +128,11 @@ def _scope(scope: Any) -> dict[str, Any]:
 
 
 def protobuf_traces(body: bytes) -> list[TraceDocument]:
+    return list(protobuf_documents(body))
+
+
+def protobuf_documents(body: bytes) -> Iterator[TraceDocument]:
+    """The request's traces, one at a time; BadRequest at once when it is no request."""
     try:
         request = ExportTraceServiceRequest.FromString(body)
     except (DecodeError, RuntimeError, ValueError) as exc:
@@ -107,8 +143,8 @@ def protobuf_traces(body: bytes) -> list[TraceDocument]:
         for s, scope_spans in enumerate(resource_spans.scope_spans):
             scope = _scope(scope_spans.scope)
             for span in scope_spans.spans:
-                grouped.add(span.trace_id.hex(), (r, s), resource, scope, _span(span))
-    return grouped.lines()
+                grouped.add(span.trace_id.hex(), (r, s), resource, scope, span)
+    return grouped.documents(_span)
 
 
 # --- JSON --------------------------------------------------------------------------------
@@ -151,7 +187,11 @@ def json_traces(body: bytes) -> list[TraceDocument]:
                         else None
                     )
                     grouped.add(str(trace), (r, key, s), resource, scope, span)
-    return grouped.lines()
+    return list(grouped.documents(_as_it_is))
+
+
+def _as_it_is(span: Any) -> Any:
+    return span
 
 
 # --- one TracesData per trace ------------------------------------------------------------
@@ -169,8 +209,8 @@ class _Grouped:
             places[place] = (resource, scope, [])
         places[place][2].append(span)
 
-    def lines(self) -> list[TraceDocument]:
-        lines = []
+    def documents(self, span_json: Callable[[Any], Any]) -> Iterator[TraceDocument]:
+        """Each trace's document, its spans made JSON by `span_json` as it is written."""
         for trace, places in self.traces.items():
             resource_spans: list[dict[str, Any]] = []
             last_resource = None
@@ -178,11 +218,50 @@ class _Grouped:
                 if resource is not last_resource:
                     resource_spans.append({"resource": resource, "scopeSpans": []})
                     last_resource = resource
-                resource_spans[-1]["scopeSpans"].append({"scope": scope, "spans": spans})
+                resource_spans[-1]["scopeSpans"].append(
+                    {"scope": scope, "spans": [span_json(span) for span in spans]}
+                )
             document = {"resourceSpans": resource_spans}
             line = json.dumps(document, ensure_ascii=False, separators=(",", ":"))
             count = sum(len(spans) for _, _, spans in places.values())
             # surrogatepass: an unpaired surrogate escape of a JSON body becomes bytes that are
             # no UTF-8, and its line is rejected for it, not the request.
-            lines.append(TraceDocument(trace, line.encode("utf-8", "surrogatepass"), count))
-        return lines
+            yield TraceDocument(trace, line.encode("utf-8", "surrogatepass"), count)
+
+
+# --- a request kept for a worker ---------------------------------------------------------
+
+
+def kept_request_encoding(path: str) -> str | None:
+    """The encoding of the request kept at `path` for a worker, or None for a file that is
+    no such request."""
+    for encoding, suffix in KEPT_SUFFIXES.items():
+        if path.endswith(suffix):
+            return encoding
+    return None
+
+
+def kept_request_lines(
+    stream: BinaryIO, source: str, *, encoding: str, meter: InflateMeter | None = None
+) -> Iterator[RawLine]:
+    """The lines of a request kept for a worker (gzip or not): one per trace, the lines the
+    receiver writes for a request it decodes while the exporter waits. A request that
+    cannot be read is one rejected line saying why."""
+    limit = request_limit()
+    try:
+        body = open_stream(stream, limit, meter).read(limit + 1)
+        if len(body) > limit:
+            raise BadRequest(f"the body is over the {limit:,}-byte limit of an OTLP request")
+        documents = protobuf_documents(body) if encoding == PROTOBUF else json_traces(body)
+    except (OSError, EOFError, zlib.error) as exc:
+        yield RawLine(source, 1, b"", error=unreadable(exc))
+        return
+    except BadRequest as exc:
+        yield RawLine(source, 1, b"", error=str(exc))
+        return
+    del body  # the decoded request holds what is needed
+    for number, document in enumerate(documents, start=1):
+        if len(document.line) > MAX_LINE_BYTES:
+            yield oversized_line(source, number, document.line, len(document.line))
+        else:
+            yield RawLine(source, number, document.line)

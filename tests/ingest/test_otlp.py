@@ -3,6 +3,7 @@ classes) and JSON, gzip, the OTLP status codes and partial-success answers."""
 
 import gzip
 import json
+from pathlib import Path
 
 import pytest
 from django.urls import reverse
@@ -22,6 +23,8 @@ from opentelemetry.proto.trace.v1.trace_pb2 import (
     Status as SpanStatus,
 )
 
+from reviewapp.ingest.otlp_messages import json_traces, protobuf_traces
+from reviewapp.ingest.pipeline import ingest_stored_batch
 from reviewapp.ingest.tokens import create_token
 from reviewapp.models import IngestBatch, Run, Ticket, TraceLine, TraceRecord
 
@@ -29,6 +32,7 @@ pytestmark = pytest.mark.django_db
 TRACE = bytes.fromhex("5b8efff798038103d269b633813fc60c")
 OTHER_TRACE = bytes.fromhex("0af7651916cd43dd8448eb211c80319c")
 PROTOBUF = "application/x-protobuf"
+MIB = 1024 * 1024
 
 
 def payload(source: str, status: str) -> str:
@@ -243,19 +247,84 @@ def test_refusals_carry_the_otlp_status_codes_and_a_status_message(client, token
     assert brotli.status_code == 415
     got = client.get(reverse("otlp-traces"))
     assert (got.status_code, got["Allow"]) == (405, "POST")
+    # Past the OTLP limit inflated (64 MiB, as the specification recommends): 413, which
+    # exporters do not retry.
+    bomb = gzip.compress(b"\x00" * (64 * 1024 * 1024 + 1), compresslevel=1)
+    inflated = post(client, bomb, token, **{"Content-Encoding": "gzip"})
+    assert inflated.status_code == 413
+    assert status_of(inflated) == Status(
+        code=8,
+        message="the body inflates past the 67,108,864-byte limit; export fewer "
+        "spans in each request",
+    )
     settings.INGEST_MAX_BYTES = 100
     too_large = post(client, body, token)
     assert too_large.status_code == 413 and "100-byte limit" in status_of(too_large).message
-    bomb = post(client, gzip.compress(b"\x00" * 10_000), token, **{"Content-Encoding": "gzip"})
-    assert bomb.status_code == 400 and "inflates past" in status_of(bomb).message
     assert not IngestBatch.objects.exists() and not Run.objects.exists()
 
 
-def test_a_large_export_goes_to_a_worker_and_is_answered_at_once(
-    client, token, settings, django_capture_on_commit_callbacks
+def test_an_export_decoded_here_into_many_lines_is_stored_by_a_worker(
+    client, token, django_capture_on_commit_callbacks
 ):
-    settings.INGEST_INLINE_MAX_BYTES = 10
+    spans = [span for n in range(1, 900) for span in conflict_spans(n.to_bytes(16, "big"))]
+    body = request_of(spans)
+    lines = sum(len(trace.line) + 1 for trace in protobuf_traces(body))
+    assert len(body) <= MIB < lines  # decoded here (the defaults), too many lines to wait for
     with django_capture_on_commit_callbacks() as callbacks:
-        response = post(client, request_of(conflict_spans()), token)
+        response = post(client, body, token)
     assert response.status_code == 200 and len(callbacks) == 1
-    assert IngestBatch.objects.get().state == "queued" and not Run.objects.exists()
+    batch = IngestBatch.objects.get()
+    assert batch.state == "queued" and batch.file_name.endswith(".jsonl")
+    assert not Run.objects.exists()
+
+
+def chat_span(message_bytes: int, trace: bytes = TRACE) -> Span:
+    return Span(
+        trace_id=trace,
+        span_id=(4).to_bytes(8, "big"),
+        parent_span_id=(1).to_bytes(8, "big"),
+        name="chat gpt-4o",
+        attributes=attributes(
+            gen_ai__operation__name="chat", gen_ai__input__messages="m" * message_bytes
+        ),
+    )
+
+
+@pytest.mark.parametrize("compressed", [False, True], ids=["plain", "gzip"])
+@pytest.mark.parametrize("encoding", [PROTOBUF, "application/json"])
+def test_an_export_past_what_is_decoded_here_is_kept_for_a_worker_that_stores_it_the_same(
+    client, token, encoding, compressed, django_capture_on_commit_callbacks
+):
+    request = request_of([*conflict_spans(), chat_span(3 * MIB // 2)])
+    if encoding == PROTOBUF:
+        body, expected = request, protobuf_traces(request)
+    else:  # the same spans as OTLP/JSON
+        body = protobuf_traces(request)[0].line
+        expected = json_traces(body)
+    assert len(body) > MIB  # INGEST_INLINE_MAX_BYTES, its default
+    posted = gzip.compress(body) if compressed else body
+    headers = {"Content-Encoding": "gzip"} if compressed else {}
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = post(client, posted, token, content_type=encoding, **headers)
+    # Answered at once, as accepted; kept as it came, for a worker.
+    assert response.status_code == 200 and len(callbacks) == 1
+    assert response.content in (ExportTraceServiceResponse().SerializeToString(), b"{}")
+    batch = IngestBatch.objects.get()
+    assert batch.state == "queued" and not Run.objects.exists()
+    assert Path(batch.stored_path).read_bytes() == posted
+    ingest_stored_batch(batch.pk)  # what the worker runs
+    batch.refresh_from_db()
+    assert (batch.state, batch.lines, batch.accepted, batch.ignored) == ("done", 1, 1, 2)
+    stored = TraceLine.objects.filter(batch=batch).order_by("line_number")
+    assert [bytes(line.raw) for line in stored] == [trace.line for trace in expected]
+    assert Ticket.objects.filter(kind="conflict").count() == 1
+    assert not Path(batch.stored_path).exists()
+
+
+def test_a_kept_export_that_is_no_request_is_one_rejected_line_saying_why(client, token):
+    assert post(client, b"\xff" * (2 * MIB), token).status_code == 200
+    batch = IngestBatch.objects.get()
+    ingest_stored_batch(batch.pk)
+    (line,) = TraceLine.objects.filter(batch=batch)
+    assert not line.accepted
+    assert line.reason.startswith("the body is not an OTLP ExportTraceServiceRequest")
