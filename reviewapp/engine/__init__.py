@@ -18,12 +18,14 @@ from .records import (
     Record,
     RecordError,
     Resolution,
+    RunPositions,
     RunStarted,
     ToolCall,
     decode_line,
     line_payload,
     parse_line,
     parse_record,
+    seq_taken_reason,
 )
 
 __all__ = [
@@ -39,6 +41,7 @@ __all__ = [
     "RecordError",
     "Resolution",
     "RunJudgement",
+    "RunPositions",
     "RunStarted",
     "ToolCall",
     "Verdict",
@@ -50,4 +53,5 @@ __all__ = [
     "load_policy",
     "parse_line",
     "parse_record",
+    "seq_taken_reason",
 ]

@@ -10,6 +10,7 @@ the reason a user reads, and the fast path never accepts a line it would refuse
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sys
@@ -35,6 +36,12 @@ class RecordError(ValueError):
     """A line that cannot be accepted; the message is the one-line reason shown to users."""
 
 
+def seq_taken_reason(run_id: str, seq: int) -> str:
+    """Why a record is refused whose run already holds its `seq` with other bytes: a
+    position holds one record (spec/traces.md, "Delivery in pieces, and `seq`")."""
+    return f"seq {seq} of run {run_id} already holds another record"
+
+
 class _Absent:
     """Marks a field an observation does not carry (distinct from a JSON null)."""
 
@@ -52,7 +59,7 @@ ABSENT: Any = _Absent()
 # Keys of tool_observation that are never business fields.
 RESERVED_OBSERVATION_KEYS = frozenset(
     "runId type observationId toolCallId source revisionDomain sourceRevision entity field "
-    "value errors fallback eventId deliveryId startedAt completedAt arguments attempt".split()
+    "value errors fallback eventId deliveryId startedAt completedAt arguments attempt seq".split()
 )
 # Where a tool call's requested entity is found when it has no `entity` key.
 ENTITY_ARGUMENT_KEYS = ("entity", "orderId", "sku", "customerId", "accountId", "id")
@@ -61,6 +68,10 @@ OUTCOMES = frozenset({"success", "failure", "unknown"})
 
 class _Frozen(msgspec.Struct, frozen=True, gc=False):
     """Base of the engine's records: immutable, compared field by field, cheap to build.
+
+    Every record may carry `seq`, its position in its run (spec/traces.md, "Delivery in
+    pieces"): what tells a repeated event from a re-delivery. It never orders records:
+    line order is recording order.
 
     Untracked by the garbage collector: a record refers to decoded JSON, never back.
     msgspec passes the configuration on to subclasses; each says `frozen=True` again only
@@ -72,6 +83,7 @@ class RunStarted(_Frozen, frozen=True):
     agent: str | None
     subject: Mapping[str, Any]
     started_at: str | None
+    seq: int | None = None
 
 
 class ToolCall(_Frozen, frozen=True):
@@ -87,6 +99,7 @@ class ToolCall(_Frozen, frozen=True):
     outcome: str | None
     started_at: str | None
     completed_at: str | None
+    seq: int | None = None
 
 
 class ObservationError(_Frozen, frozen=True):
@@ -115,6 +128,7 @@ class Observation(_Frozen, frozen=True):
     delivery_id: str | None
     started_at: str | None
     completed_at: str | None
+    seq: int | None = None
 
     def value_for(self, name: str) -> Any:
         """The raw value of decision field `name`, or ABSENT (spec/policy.md, first found)."""
@@ -148,6 +162,7 @@ class Resolution(_Frozen, frozen=True):
     policy_version: Any
     confidence: Any
     reasoning: str | None
+    seq: int | None = None
 
     @property
     def chosen_value(self) -> Any:
@@ -161,9 +176,35 @@ class AgentAction(_Frozen, frozen=True):
     op_id: str | None
     idempotency_key: str | None
     outcome: str | None
+    seq: int | None = None
 
 
 Record = RunStarted | ToolCall | Observation | Resolution | AgentAction
+
+
+class RunPositions:
+    """The positions (`seq`) of runs read so far, each with a digest of its record's bytes,
+    in memory: for a reader of whole files (manage.py evaluate). A record at a position
+    held already is a re-delivery when its bytes are the same, refused when they differ;
+    a record without `seq` is always new (spec/traces.md, "Delivery in pieces")."""
+
+    def __init__(self) -> None:
+        self._held: dict[tuple[str, int], bytes] = {}
+
+    def redelivered(self, record: Record, payload: bytes) -> bool:
+        """Whether `record`, decoded from `payload`, re-delivers one read before; from now
+        on its position is held. RecordError when its position holds another record."""
+        if record.seq is None:
+            return False
+        position = (record.run_id, record.seq)
+        digest = hashlib.blake2b(payload, digest_size=16).digest()
+        held = self._held.get(position)
+        if held is None:
+            self._held[position] = digest
+            return False
+        if held != digest:
+            raise RecordError(seq_taken_reason(record.run_id, record.seq))
+        return True
 
 
 # --- decoding ---------------------------------------------------------------------
@@ -364,6 +405,18 @@ def _expect(obj: Mapping[str, Any], key: str, kind: type, *, required: bool = Fa
     return value
 
 
+def _seq(obj: Mapping[str, Any]) -> int | None:
+    value = obj.get("seq")
+    if value is None:
+        return None
+    if value.__class__ is not int or value < 0:
+        shown = value if value.__class__ in (int, float) else json_type_name(value)
+        raise RecordError(
+            f'"seq" must be a whole number from 0 (its position in its run), not {shown}'
+        )
+    return value
+
+
 def _string_list(obj: Mapping[str, Any], key: str) -> tuple[str, ...]:
     items = _expect(obj, key, list) or []
     for index, item in enumerate(items):
@@ -418,6 +471,7 @@ def _run_started(obj: Mapping[str, Any], run_id: str) -> RunStarted:
         agent=_expect(obj, "agent", str),
         subject=_expect(obj, "subject", dict) or {},
         started_at=_expect(obj, "startedAt", str),
+        seq=_seq(obj),
     )
 
 
@@ -439,6 +493,7 @@ def _tool_call(obj: Mapping[str, Any], run_id: str) -> ToolCall:
         outcome=outcome,
         started_at=_expect(obj, "startedAt", str),
         completed_at=_expect(obj, "completedAt", str),
+        seq=_seq(obj),
     )
 
 
@@ -460,6 +515,7 @@ def _observation(obj: Mapping[str, Any], run_id: str) -> Observation:
         delivery_id=_expect(obj, "deliveryId", str),
         started_at=_expect(obj, "startedAt", str),
         completed_at=_expect(obj, "completedAt", str),
+        seq=_seq(obj),
     )
 
 
@@ -476,6 +532,7 @@ def _resolution(obj: Mapping[str, Any], run_id: str) -> Resolution:
         policy_version=obj.get("policyVersion"),
         confidence=obj.get("confidence"),
         reasoning=_expect(obj, "reasoning", str),
+        seq=_seq(obj),
     )
 
 
@@ -487,6 +544,7 @@ def _agent_action(obj: Mapping[str, Any], run_id: str) -> AgentAction:
         op_id=_expect(obj, "opId", str),
         idempotency_key=_expect(obj, "idempotencyKey", str),
         outcome=_expect(obj, "outcome", str),
+        seq=_seq(obj),
     )
 
 
@@ -522,6 +580,7 @@ def _check_record(obj: Mapping[str, Any]) -> Record:
 # about: an integer beyond 64 bits, a subclass of dict).
 
 _NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
+_Position = Annotated[int, msgspec.Meta(ge=0)]
 
 
 class _Schema(msgspec.Struct, rename="camel", tag_field="type", gc=False):
@@ -537,6 +596,7 @@ class _RunStartedSchema(_Schema, tag="run_started"):
     agent: str | None = None
     subject: Any = None
     started_at: str | None = None
+    seq: _Position | None = None
 
     def build(self, obj: Mapping[str, Any]) -> Record | None:
         subject = self.subject
@@ -544,7 +604,7 @@ class _RunStartedSchema(_Schema, tag="run_started"):
             subject = {}
         elif subject.__class__ is not dict:
             return None
-        return RunStarted(self.run_id, self.agent, subject, self.started_at)
+        return RunStarted(self.run_id, self.agent, subject, self.started_at, self.seq)
 
 
 class _ToolCallSchema(_Schema, tag="tool_call"):
@@ -559,6 +619,7 @@ class _ToolCallSchema(_Schema, tag="tool_call"):
     outcome: Literal["success", "failure", "unknown"] | None = None
     started_at: str | None = None
     completed_at: str | None = None
+    seq: _Position | None = None
 
     def build(self, obj: Mapping[str, Any]) -> Record | None:
         arguments = self.arguments
@@ -579,6 +640,7 @@ class _ToolCallSchema(_Schema, tag="tool_call"):
             self.outcome,
             self.started_at,
             self.completed_at,
+            self.seq,
         )
 
 
@@ -624,6 +686,7 @@ class _ObservationSchema(_Schema, tag="tool_observation"):
     delivery_id: str | None = None
     started_at: str | None = None
     completed_at: str | None = None
+    seq: _Position | None = None
 
     def build(self, obj: Mapping[str, Any]) -> Record | None:
         errors = self.errors
@@ -651,6 +714,7 @@ class _ObservationSchema(_Schema, tag="tool_observation"):
             self.delivery_id,
             self.started_at,
             self.completed_at,
+            self.seq,
         )
 
 
@@ -669,6 +733,7 @@ class _ResolutionSchema(_Schema, tag="observation_resolution"):
     evidence_ids: Any = None
     disputed_fields: Any = None
     reasoning: str | None = None
+    seq: _Position | None = None
 
     def build(self, obj: Mapping[str, Any]) -> Record | None:
         evidence_ids = _plain_strings(self.evidence_ids)
@@ -687,6 +752,7 @@ class _ResolutionSchema(_Schema, tag="observation_resolution"):
             obj.get("policyVersion"),
             obj.get("confidence"),
             self.reasoning,
+            self.seq,
         )
 
 
@@ -696,6 +762,7 @@ class _AgentActionSchema(_Schema, tag="agent_action"):
     op_id: str | None = None
     idempotency_key: str | None = None
     outcome: str | None = None
+    seq: _Position | None = None
 
     def build(self, obj: Mapping[str, Any]) -> Record | None:
         arguments = self.arguments
@@ -704,7 +771,13 @@ class _AgentActionSchema(_Schema, tag="agent_action"):
         elif arguments.__class__ is not dict:
             return None
         return AgentAction(
-            self.run_id, self.name, arguments, self.op_id, self.idempotency_key, self.outcome
+            self.run_id,
+            self.name,
+            arguments,
+            self.op_id,
+            self.idempotency_key,
+            self.outcome,
+            self.seq,
         )
 
 

@@ -36,6 +36,9 @@ class IngestSummary:
     tickets: int = 0
     # Spans read from accepted lines that are not tool calls (not counted as lines).
     ignored: int = 0
+    # Of the duplicates, lines of a record with no id and no `seq` identical to one its run
+    # holds from an earlier delivery: a re-delivery, or a repeated event `seq` would keep.
+    identical: int = 0
     # Which batches were summed, so that several files count each run they share once.
     batch_pks: set[int] = field(default_factory=set, repr=False, compare=False)
     # Seconds by stage (ingest.stages), of the batches ingested here.
@@ -43,7 +46,15 @@ class IngestSummary:
 
     def add(self, other: IngestSummary) -> None:
         first = not self.batch_pks
-        for name in ("lines", "accepted", "duplicates", "rejected", "tickets", "ignored"):
+        for name in (
+            "lines",
+            "accepted",
+            "duplicates",
+            "identical",
+            "rejected",
+            "tickets",
+            "ignored",
+        ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.batch_pks |= other.batch_pks
         for stage, seconds in other.stages.items():
@@ -58,6 +69,7 @@ class IngestSummary:
                 "lines",
                 "accepted",
                 "duplicates",
+                "identical",
                 "rejected",
                 "runs",
                 "tickets",
@@ -71,11 +83,21 @@ class IngestSummary:
             lines=batch.lines,
             accepted=batch.accepted,
             duplicates=batch.duplicates,
+            identical=batch.identical,
             rejected=batch.rejected,
             runs=batch.runs,
             tickets=batch.tickets,
             ignored=batch.ignored,
         )
+
+
+def identical_note(identical: int) -> str:
+    """What a summary says of its duplicates that may be repeated events (identical), and
+    what keeps those."""
+    return (
+        f"{identical:,} of them identical to a record of the run already stored, with no id "
+        "or seq to tell a repeated event from a re-delivery; seq keeps repeated events"
+    )
 
 
 def create_batch(

@@ -3,10 +3,17 @@
 A line's identity (128 bits of a SHA-256) makes re-delivery a no-op: for an accepted
 line, its run ids, the hash of its bytes (of its spans' trace and span ids, for an
 external format: a re-export is the same line whatever its formatting) and which
-occurrence of those it is in the file; for a rejected line, its batch, the line's hash
-and its occurrence in that batch, so that a file sent again reports its bad lines again.
-A span stored once is not stored again (drop_stored_spans), even inside a document that
-also brings new ones."""
+occurrence of those it is in the file; for a native line with `seq`, its run and that
+position alone, which holds one record: the same bytes again are a re-delivery, other
+bytes are refused (spec/traces.md, "Delivery in pieces, and `seq`"); for a rejected line,
+its batch, the line's hash and its occurrence in that batch, so that a file sent again
+reports its bad lines again. A span stored once is not stored again (drop_stored_spans),
+even inside a document that also brings new ones.
+
+Without `seq`, a record with no id of its own (an action, a resolution, a run's start)
+identical to one its run holds from an earlier delivery may be a repeated event, not a
+re-delivery: such lines are stored once, like any duplicate, and counted apart
+(count_identical_to_stored)."""
 
 from __future__ import annotations
 
@@ -16,7 +23,17 @@ from typing import Any
 
 from django.db import connection
 
-from reviewapp.engine import AgentAction, Observation, Record, RecordError, Resolution, ToolCall
+from reviewapp.engine import (
+    AgentAction,
+    Observation,
+    Record,
+    RecordError,
+    Resolution,
+    RunStarted,
+    ToolCall,
+    line_payload,
+    seq_taken_reason,
+)
 from reviewapp.infra.bulk import bound_cursor, insert_rows
 from reviewapp.ingest.files import RawLine
 from reviewapp.ingest.formats import NATIVE, RUN_STARTED_ORIGIN, DecodedUnit, decode_unit
@@ -33,7 +50,9 @@ class Line:
     owner: str  # what the identity is relative to: the run ids, or the delivery
     line_hash: str
     occurrence: int = 1
-    # Every span it brings is stored already: a duplicate, though its bytes are new.
+    # Known to add nothing before its insert: every span it brings is stored already (its
+    # bytes are new), or the same bytes hold the position its `seq` names
+    # (_settle_positions).
     duplicate: bool = False
     # Set by prepare_chunk, in the reading thread, so that the writer only writes: the
     # identity, the line's row (LINE_COLUMNS) and, for a native line, its record's row
@@ -41,6 +60,12 @@ class Line:
     identity: str = ""
     row: tuple[Any, ...] = ()
     record_row: tuple[Any, ...] = ()
+
+    @property
+    def seq(self) -> int | None:
+        """The position in its run a native line names, if it names one."""
+        unit = self.unit
+        return unit.records[0].seq if unit is not None and unit.format == NATIVE else None
 
 
 def _prepare(batch: IngestBatch, raw_line: RawLine) -> Line:
@@ -73,16 +98,48 @@ def prepare_chunk(
     batch: IngestBatch, raw_lines: list[RawLine], occurrences: OccurrenceCounter
 ) -> list[Line]:
     """Decode and hash a chunk's lines (no database): identical bytes of one owner are
-    numbered as occurrences within the whole file."""
+    numbered as occurrences within the whole file; a line with `seq` is known by its run
+    and position instead (what else holds that position is settled as it is stored:
+    insert_new_lines)."""
     lines = [_prepare(batch, raw_line) for raw_line in raw_lines]
-    owned = [f"{line.owner}\x1f{line.line_hash}".encode() for line in lines]
+    numbered = []
+    for line in lines:
+        seq = line.seq
+        if seq is None:
+            numbered.append(line)
+            continue
+        # The digits first, the owner after them: no two positions spell one text.
+        position = b"seq:%d\x1f%b" % (seq, line.owner.encode())
+        line.identity = hashlib.sha256(position).hexdigest()[:32]
+        line.row = _line_row(batch.pk, line)
+    owned = [f"{line.owner}\x1f{line.line_hash}".encode() for line in numbered]
     keys = [hashlib.sha256(text).digest()[:16] for text in owned]
-    for line, text, occurrence in zip(lines, owned, occurrences.number(keys), strict=True):
+    for line, text, occurrence in zip(numbered, owned, occurrences.number(keys), strict=True):
         line.occurrence = occurrence
         # 128 bits of it (TraceLine.identity is a UUID column), as 32 hex digits.
         line.identity = hashlib.sha256(b"%b\x1f%d" % (text, occurrence)).hexdigest()[:32]
-        line.row = _line_row(batch, line)
+        line.row = _line_row(batch.pk, line)
     return lines
+
+
+def _same_bytes(held: bytes, arrived: bytes) -> bool:
+    """Whether two lines are the same record's bytes (a line ending's carriage return and
+    a file's byte order mark are not the record's)."""
+    return line_payload(held, first=True) == line_payload(arrived, first=True)
+
+
+def _refuse_position(batch_pk: int, line: Line) -> None:
+    """Reject a line whose run holds its `seq` with another record. Its identity is its
+    batch and line number: stored once however often the batch is read, and reported
+    again by any later delivery."""
+    assert line.unit is not None
+    record = line.unit.records[0]
+    assert record.seq is not None
+    line.unit, line.reason, line.record_row = None, seq_taken_reason(record.run_id, record.seq), ()
+    line.owner = f"batch:{batch_pk}"
+    text = b"batch:%d\x1fline:%d" % (batch_pk, line.raw_line.number)
+    line.identity = hashlib.sha256(text).hexdigest()[:32]
+    line.row = _line_row(batch_pk, line)
 
 
 def drop_stored_spans(lines: list[Line], runs: dict[str, RunInfo]) -> None:
@@ -136,14 +193,22 @@ def drop_stored_spans(lines: list[Line], runs: dict[str, RunInfo]) -> None:
         )
 
 
-def insert_new_lines(lines: list[Line], runs: dict[str, RunInfo]) -> dict[int, int]:
+def insert_new_lines(
+    batch: IngestBatch, lines: list[Line], runs: dict[str, RunInfo]
+) -> dict[int, int]:
     """Insert lines not stored yet; {index in chunk: new line id}.
 
-    Lines of runs born in this chunk are new by construction and go straight in. For the
-    others, the identities already stored are looked up first: a held identity is a line
-    delivered before (or stored by an earlier try of this batch). The rest are inserted;
-    one that another delivery stored meanwhile is not returned, and is a duplicate too."""
+    Lines with `seq` are settled first, against the lines stored at their positions and
+    each other (_settle_positions). Lines of runs born in this chunk are new by
+    construction and go straight in. For the others, the identities already stored are
+    looked up first: a held identity is a line delivered before (or stored by an earlier
+    try of this batch). The rest are inserted; one that another delivery stored meanwhile
+    is not returned, and is a duplicate too, unless it is a line with `seq` whose position
+    came with other bytes (then it is rejected)."""
     inserted: dict[int, int] = {}
+    positioned = [i for i, line in enumerate(lines) if line.seq is not None]
+    if positioned:
+        _settle_positions(batch, lines, positioned, runs)
     direct = [
         i
         for i, line in enumerate(lines)
@@ -157,17 +222,90 @@ def insert_new_lines(lines: list[Line], runs: dict[str, RunInfo]) -> dict[int, i
         inserted.update(zip(direct, ids, strict=True))
     pending = [i for i in range(len(lines)) if i not in inserted and not lines[i].duplicate]
     if pending:
-        held = _held([lines[i].identity for i in pending])
-        # Sorted: two deliveries inserting the same lines take their locks in one order.
-        fresh = sorted(
-            (i for i in pending if lines[i].identity not in held),
-            key=lambda i: lines[i].identity,
-        )
-        returned = _insert_returning([lines[i] for i in fresh]) if fresh else {}
-        inserted.update(
-            (i, returned[lines[i].identity]) for i in fresh if lines[i].identity in returned
-        )
+        # A line with `seq` left here holds its position: _settle_positions found it free.
+        held = _held([lines[i].identity for i in pending if lines[i].seq is None])
+        fresh = [i for i in pending if lines[i].identity not in held]
+        inserted.update(_insert_fresh(lines, fresh))
+        # Its position taken meanwhile by another delivery: settled by the bytes there.
+        lost = [i for i in fresh if i not in inserted and lines[i].seq is not None]
+        if lost:
+            _settle_positions(batch, lines, lost, runs)
+            inserted.update(_insert_fresh(lines, [i for i in lost if lines[i].unit is None]))
     return inserted
+
+
+def _insert_fresh(lines: list[Line], fresh: list[int]) -> dict[int, int]:
+    """Insert these lines unless their identity is held; {index: new line id}."""
+    if not fresh:
+        return {}
+    # Sorted: two deliveries inserting the same lines take their locks in one order.
+    fresh = sorted(fresh, key=lambda i: lines[i].identity)
+    returned = _insert_returning([lines[i] for i in fresh])
+    return {i: returned[lines[i].identity] for i in fresh if lines[i].identity in returned}
+
+
+def _settle_positions(
+    batch: IngestBatch, lines: list[Line], positioned: list[int], runs: dict[str, RunInfo]
+) -> None:
+    """Lines with `seq`, in file order: the first at a position no stored line holds holds
+    it; any other at a held position is a duplicate when the line holding it has the same
+    bytes, and is rejected (_refuse_position) when it has not."""
+    holders = _holding(
+        [
+            lines[i].identity
+            for i in positioned
+            if not runs[lines[i].unit.records[0].run_id].born  # type: ignore[union-attr]
+        ]
+    )
+    for i in positioned:
+        line = lines[i]
+        held = holders.get(line.identity)
+        if held is None:
+            holders[line.identity] = line.raw_line.raw
+        elif _same_bytes(held, line.raw_line.raw):
+            line.duplicate = True
+        else:
+            _refuse_position(batch.pk, line)
+
+
+def _holding(identities: list[str]) -> dict[str, bytes]:
+    """The bytes of the stored lines of these identities, by identity."""
+    if not identities:
+        return {}
+    stored = TraceLine.objects.filter(identity__in=identities).values_list("identity", "raw")
+    return {identity.hex: bytes(raw) for identity, raw in stored}
+
+
+def count_identical_to_stored(
+    batch: IngestBatch, lines: list[Line], inserted: dict[int, int]
+) -> int:
+    """How many of these lines, not stored, bring a record with no id and no `seq` (an
+    action, a resolution, a run's start) identical to one its run holds from an earlier
+    delivery: each is a re-delivery, or a repeated event that only `seq` would have kept,
+    and the summary says so. One stored by an earlier try of this batch is its own line."""
+    unkeyed = [
+        line
+        for i, line in enumerate(lines)
+        if i not in inserted
+        and line.unit is not None
+        and line.unit.format == NATIVE
+        and not line.duplicate
+        and type(line.unit.records[0]) in _WITHOUT_ID
+        and line.unit.records[0].seq is None
+    ]
+    if not unkeyed:
+        return 0
+    earlier = (
+        TraceLine.objects.filter(identity__in=[line.identity for line in unkeyed])
+        .exclude(batch=batch)
+        .values_list("identity", flat=True)
+    )
+    delivered = {identity.hex for identity in earlier}
+    return sum(1 for line in unkeyed if line.identity in delivered)
+
+
+# Record types that carry no id of their own (spec/traces.md).
+_WITHOUT_ID = (AgentAction, Resolution, RunStarted)
 
 
 def _held(identities: list[str]) -> set[str]:
@@ -188,9 +326,9 @@ LINE_COLUMNS = (
 )
 
 
-def _line_row(batch: IngestBatch, line: Line) -> tuple[Any, ...]:
+def _line_row(batch_pk: int, line: Line) -> tuple[Any, ...]:
     return (
-        batch.pk,
+        batch_pk,
         line.identity,
         line.raw_line.number,
         line.raw_line.raw,

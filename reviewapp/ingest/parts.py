@@ -154,17 +154,17 @@ def _store_part(batch: IngestBatch, part: IngestPart) -> None:
             bytes_done=Subquery(slowest), heartbeat_at=timezone.now(), **stored_so_far(stored)
         )
 
-    def store() -> int:
+    def store() -> ChunkStored:
         in_flight = RunsInFlight(active_policy(), batch)
-        lines = store_file(batch, in_flight, report=report, take=take)
+        stored = store_file(batch, in_flight, report=report, take=take)
         with atomic_write():
             in_flight.judge_rest()
-        return lines
+        return stored
 
     clock = StageClock()
     try:
         with counting(clock):
-            lines = run_retrying(batch, store)
+            stored = run_retrying(batch, store)
     except Exception:
         IngestPart.objects.filter(pk=part.pk).update(
             state=IngestPart.State.FAILED, finished_at=timezone.now()
@@ -172,7 +172,8 @@ def _store_part(batch: IngestBatch, part: IngestPart) -> None:
         raise
     IngestPart.objects.filter(pk=part.pk).update(
         state=IngestPart.State.DONE,
-        lines=lines,
+        lines=stored.lines,
+        identical=stored.identical,
         stages=clock.rounded(),
         bytes_done=batch.size_bytes,
         finished_at=timezone.now(),
@@ -187,11 +188,17 @@ def _finish_when_all_done(batch_pk: int) -> None:
         batch = IngestBatch.objects.get(pk=batch_pk)
         if batch.state == IngestBatch.State.DONE:
             return
-        parts = list(IngestPart.objects.filter(batch=batch).values_list("state", "lines"))
-        if len(parts) < batch.parts or any(state != IngestPart.State.DONE for state, _ in parts):
+        parts = list(
+            IngestPart.objects.filter(batch=batch).values_list("state", "lines", "identical")
+        )
+        if len(parts) < batch.parts or any(state != IngestPart.State.DONE for state, *_ in parts):
             return
-        lines = sum(lines for _, lines in parts)
-        run_retrying(batch, lambda: batch_finish(batch, lines=lines, active=active_policy()))
+        lines = sum(lines for _, lines, _ in parts)
+        identical = sum(identical for *_, identical in parts)
+        run_retrying(
+            batch,
+            lambda: batch_finish(batch, lines=lines, identical=identical, active=active_policy()),
+        )
         log.info("batch %s: its %s parts are in; ended", batch.pk, batch.parts)
 
 

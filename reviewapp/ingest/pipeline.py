@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 import psycopg
 from django.conf import settings
@@ -32,16 +32,18 @@ from reviewapp.ingest.batches import (
     create_batch,
     send_to_shadow,
 )
-from reviewapp.ingest.files import InflateMeter, RawLine, iter_raw_lines
+from reviewapp.ingest.files import BlankRun, InflateMeter, RawLine, iter_lines_and_blank_runs
 from reviewapp.ingest.judge import RunsInFlight, judge_stored_runs, runs_to_judge
 from reviewapp.ingest.lines import (
     Line,
+    count_identical_to_stored,
     drop_stored_spans,
     insert_new_lines,
     prepare_chunk,
     store_records,
 )
 from reviewapp.ingest.occurrences import OccurrenceCounter
+from reviewapp.ingest.otlp_messages import kept_request_encoding, kept_request_lines
 from reviewapp.ingest.runs import ensure_runs
 from reviewapp.ingest.stages import (
     StageClock,
@@ -60,13 +62,16 @@ Progress = Callable[[int, int], None]
 
 
 class ChunkStored(NamedTuple):
-    """What storing one chunk added: its lines read, and of them the lines stored as
-    accepted and as rejected (not the duplicates), and the tickets it opened."""
+    """What storing one chunk (or a whole file) added: its lines read, and of them the
+    lines stored as accepted and as rejected (not the duplicates), the duplicates identical
+    to a record without id or `seq` of an earlier delivery (lines.count_identical_to_stored),
+    and the tickets it opened."""
 
     lines: int = 0
     accepted: int = 0
     rejected: int = 0
     tickets: int = 0
+    identical: int = 0
 
 
 # Told, after each chunk commits, how far through the file it ends (in its bytes) and what
@@ -175,16 +180,19 @@ def _is_transient(exc: OperationalError) -> bool:
 def _ingest_locked(batch: IngestBatch, progress: Progress | None) -> IngestSummary:
     active = active_policy()
     in_flight = RunsInFlight(active, batch)
-    lines = store_file(batch, in_flight, report=_batch_report(batch, progress))
+    stored = store_file(batch, in_flight, report=_batch_report(batch, progress))
     with atomic_write():
         in_flight.judge_rest()
-    return batch_finish(batch, lines=lines, active=active)
+    return batch_finish(batch, lines=stored.lines, identical=stored.identical, active=active)
 
 
-def batch_finish(batch: IngestBatch, *, lines: int, active: ActivePolicy) -> IngestSummary:
-    """Once every line of the batch is stored (`lines` read in all): judge the runs it
-    touched that were not judged whole as the file went by, count what it holds, mark it
-    done and send it on to shadow judging."""
+def batch_finish(
+    batch: IngestBatch, *, lines: int, identical: int, active: ActivePolicy
+) -> IngestSummary:
+    """Once every line of the batch is stored (`lines` read in all, `identical` of them
+    duplicates that may be repeated events: ChunkStored): judge the runs it touched that
+    were not judged whole as the file went by, count what it holds, mark it done and send
+    it on to shadow judging."""
     judge_stored_runs(
         runs_to_judge(batch, active),
         active=active,
@@ -205,6 +213,7 @@ def batch_finish(batch: IngestBatch, *, lines: int, active: ActivePolicy) -> Ing
         accepted=stored[True],
         rejected=stored[False],
         duplicates=lines - stored[True] - stored[False],
+        identical=identical,
         ignored=ignored,
         runs=count_runs_touched({batch.pk}),
         tickets=Ticket.objects.filter(batch=batch).count(),
@@ -283,11 +292,11 @@ def store_file(
     *,
     report: Report,
     take: Callable[[RawLine], bool] | None = None,
-) -> int:
+) -> ChunkStored:
     """Store every line of the batch's file (with `take`, only the lines it takes) in
-    chunks; return how many lines were stored. Each chunk is decoded here while the chunk
-    before it is written (ingest.writer); `report` is told, as each chunk is written, how
-    far through the file it ends, in its bytes, and what it added.
+    chunks; return what that added, all chunks together. Each chunk is decoded here while
+    the chunk before it is written (ingest.writer); `report` is told, as each chunk is
+    written, how far through the file it ends, in its bytes, and what it added.
 
     A chunk is what is taken of a window of CHUNK_LINES lines of the file, by line number:
     a run is judged from memory once a window passes without it (ingest.judge), and with
@@ -302,14 +311,14 @@ def store_file(
         ChunkWriter() as writer,
     ):
         chunk: list[RawLine] = []
-        lines = iter_raw_lines(
-            stream,
-            batch.file_name,
-            max_decompressed=settings.INGEST_MAX_DECOMPRESSED_BYTES,
-            meter=meter,
-        )
+        lines = _lines_of(batch, stream, meter)
         window = 0
         for raw_line in lines:
+            if isinstance(raw_line, BlankRun):
+                # Nothing to store for a while: the batch's progress still moves on.
+                done = _position(stream.tell(), meter, batch.size_bytes)
+                writer.submit(_report_progress, done, report)
+                continue
             line_window = raw_line.number // CHUNK_LINES
             if line_window != window:
                 with stage("decode"):
@@ -327,13 +336,40 @@ def store_file(
             prepared = prepare_chunk(batch, chunk, occurrences)
         done = _position(stream.tell(), meter, batch.size_bytes)
         writer.submit(_store_and_report, batch, prepared, in_flight, done, report)
-        return sum(stored.lines for stored in writer.results())
+        # Column by column: every chunk's lines, accepted, and so on, summed.
+        return ChunkStored(*map(sum, zip(*writer.results(), strict=True)))
+
+
+def _lines_of(
+    batch: IngestBatch, stream: BinaryIO, meter: InflateMeter | None
+) -> Iterator[RawLine | BlankRun]:
+    """The lines of the batch's file; an OTLP request kept whole for a worker is decoded
+    into its lines here."""
+    encoding = (
+        kept_request_encoding(batch.stored_path)
+        if batch.channel == IngestBatch.Channel.OTLP
+        else None
+    )
+    if encoding is not None:
+        return kept_request_lines(stream, batch.file_name, encoding=encoding, meter=meter)
+    return iter_lines_and_blank_runs(
+        stream,
+        batch.file_name,
+        max_decompressed=settings.INGEST_MAX_DECOMPRESSED_BYTES,
+        meter=meter,
+    )
 
 
 def _store_and_report(
     batch: IngestBatch, lines: list[Line], in_flight: RunsInFlight, done: int, report: Report
 ) -> ChunkStored:
     stored = _store_chunk(batch, lines, in_flight)
+    report(done, stored)
+    return stored
+
+
+def _report_progress(done: int, report: Report) -> ChunkStored:
+    stored = ChunkStored()
     report(done, stored)
     return stored
 
@@ -380,7 +416,8 @@ def _store_chunk(batch: IngestBatch, lines: list[Line], in_flight: RunsInFlight)
     with atomic_write():
         runs = ensure_runs([line.unit for line in lines if line.unit])
         drop_stored_spans(lines, runs)
-        new_line_ids = insert_new_lines(lines, runs)
+        new_line_ids = insert_new_lines(batch, lines, runs)
+        identical = count_identical_to_stored(batch, lines, new_line_ids)
         fresh = [
             (lines[i], line_id) for i, line_id in sorted(new_line_ids.items()) if lines[i].unit
         ]
@@ -390,4 +427,5 @@ def _store_chunk(batch: IngestBatch, lines: list[Line], in_flight: RunsInFlight)
         accepted=len(fresh),
         rejected=sum(1 for i in new_line_ids if lines[i].unit is None),
         tickets=tickets,
+        identical=identical,
     )

@@ -78,6 +78,10 @@ class IngestBatch(models.Model):
     lines = models.PositiveIntegerField(default=0)
     accepted = models.PositiveIntegerField(default=0)
     duplicates = models.PositiveIntegerField(default=0)
+    # Of the duplicates, lines of a record with no id and no `seq` (an action, say)
+    # identical to one its run holds from an earlier delivery: each a re-delivery, or a
+    # repeated event that `seq` would have kept (spec/traces.md). Counted once done.
+    identical = models.PositiveIntegerField(default=0)
     rejected = models.PositiveIntegerField(default=0)
     runs = models.PositiveIntegerField(default=0)
     tickets = models.PositiveIntegerField(default=0)
@@ -147,6 +151,8 @@ class IngestPart(models.Model):
     bytes_done = models.BigIntegerField(default=0)
     # The units of the file that are this part's.
     lines = models.PositiveIntegerField(default=0)
+    # Of them, duplicates that may be repeated events (IngestBatch.identical).
+    identical = models.PositiveIntegerField(default=0)
     # Seconds by ingest stage (ingest.stages), as its worker counted them.
     stages = models.JSONField(default=dict, blank=True)
     attempts = models.PositiveIntegerField(default=0)

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from reviewapp.accounts.roles import INGEST
 from reviewapp.forms.ingest import TokenForm, UploadForm
-from reviewapp.ingest.batches import BatchNotRetryable, retry_batch
+from reviewapp.ingest.batches import BatchNotRetryable, identical_note, retry_batch
 from reviewapp.ingest.receive import DeliveryRefused, upload_receive
 from reviewapp.ingest.tokens import create_token, revoke_token
 from reviewapp.ingest.uploads import refused_uploads
@@ -84,15 +84,17 @@ def _accept_uploads(request: HttpRequest, files) -> None:
                 if summary.ignored
                 else ""
             )
+            identical = f" ({identical_note(summary.identical)})" if summary.identical else ""
             messages.success(
                 request,
                 format_html(
-                    "{}: {}, {} accepted, {} duplicates, {} rejected{}; {} opened. "
+                    "{}: {}, {} accepted, {} duplicates{}, {} rejected{}; {} opened. "
                     '<a href="{}">See the batch</a>.',
                     upload.name,
                     f"{summary.lines:,} line{pluralize(summary.lines)}",
                     f"{summary.accepted:,}",
                     f"{summary.duplicates:,}",
+                    identical,
                     f"{summary.rejected:,}",
                     ignored,
                     f"{summary.tickets:,} ticket{pluralize(summary.tickets)}",

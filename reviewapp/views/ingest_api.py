@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, JsonResponse
 from django.urls import reverse
@@ -11,7 +9,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from reviewapp.accounts.roles import INGEST
-from reviewapp.ingest.receive import DeliveryRefused, api_body_receive
+from reviewapp.ingest.receive import DeliveryRefused, api_body_receive, file_name_header
 from reviewapp.ingest.streams import Readable
 from reviewapp.ingest.tokens import authenticate_bearer
 from reviewapp.models import ApiToken, IngestBatch
@@ -44,14 +42,6 @@ def _body(request: HttpRequest) -> Readable:
     return request
 
 
-def header_text(value: str) -> str:
-    """A header as the client wrote it. WSGI hands header bytes over as Latin-1; a client
-    sending UTF-8 (a file name with "ä", say) meant UTF-8. Control characters are dropped."""
-    with contextlib.suppress(UnicodeEncodeError, UnicodeDecodeError):
-        value = value.encode("latin-1").decode("utf-8")
-    return "".join(char for char in value if char.isprintable()).strip()
-
-
 def _batch_json(batch: IngestBatch) -> dict:
     return {
         "id": str(batch.public_id),
@@ -62,6 +52,7 @@ def _batch_json(batch: IngestBatch) -> dict:
         "lines": batch.lines,
         "accepted": batch.accepted,
         "duplicates": batch.duplicates,
+        "identical": batch.identical,
         "rejected": batch.rejected,
         "ignored": batch.ignored,
         "runs": batch.runs,
@@ -84,7 +75,7 @@ def post_traces(request: HttpRequest) -> JsonResponse:
             token=token,
             declared_length=request.headers.get("Content-Length", ""),
             idempotency_key=request.headers.get("Idempotency-Key") or None,
-            file_name=header_text(request.headers.get("X-File-Name", "")) or None,
+            file_name=file_name_header(request.headers.get("X-File-Name", "")),
         )
     except DeliveryRefused as refused:
         return _error(refused.status, str(refused))

@@ -10,7 +10,8 @@ from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
-from reviewapp.ingest.receive import MAX_IDEMPOTENCY_KEY
+from reviewapp.gate.check import MAX_RUN_ID
+from reviewapp.ingest.receive import MAX_FILE_NAME, MAX_IDEMPOTENCY_KEY
 
 _ERROR = {"$ref": "#/components/schemas/Error"}
 _BATCH = {"$ref": "#/components/schemas/Batch"}
@@ -65,7 +66,7 @@ DOCUMENT: dict[str, Any] = {
                         "in": "header",
                         "required": False,
                         "description": "A name to show for the delivery (UTF-8).",
-                        "schema": {"type": "string", "maxLength": 255},
+                        "schema": {"type": "string", "maxLength": MAX_FILE_NAME},
                     },
                 ],
                 "requestBody": {
@@ -78,7 +79,10 @@ DOCUMENT: dict[str, Any] = {
                 },
                 "responses": {
                     "202": _answer("kept and queued for a worker (or already was)", _BATCH),
-                    "400": _answer("an empty body, or an Idempotency-Key too long"),
+                    "400": _answer(
+                        "an empty body, an Idempotency-Key too long or holding a NUL, an "
+                        "X-File-Name too long"
+                    ),
                     "401": _UNAUTHORIZED,
                     "403": _answer("the token's user may not ingest traces"),
                     "413": _answer("the body is over INGEST_MAX_BYTES"),
@@ -99,8 +103,13 @@ DOCUMENT: dict[str, Any] = {
                             "schema": {
                                 "type": "object",
                                 "required": ["runId", "records", "action"],
+                                "additionalProperties": False,
                                 "properties": {
-                                    "runId": {"type": "string"},
+                                    "runId": {
+                                        "type": "string",
+                                        "minLength": 1,
+                                        "maxLength": MAX_RUN_ID,
+                                    },
                                     "records": {"type": "array", "items": {"type": "object"}},
                                     "action": {"type": "object"},
                                 },
@@ -110,10 +119,21 @@ DOCUMENT: dict[str, Any] = {
                 },
                 "responses": {
                     "200": _answer("the gate's answer", {"type": "object"}),
-                    "400": _answer("bad input, recorded as rejected", {"type": "object"}),
+                    "400": _answer(
+                        "bad input (a NUL character anywhere, say), recorded as rejected",
+                        {"type": "object"},
+                    ),
                     "401": _UNAUTHORIZED,
                     "403": _answer("the token's user may not ingest traces"),
                     "405": _answer("only POST"),
+                    "413": _answer(
+                        "the body is over GATE_MAX_BYTES, recorded as rejected",
+                        {"type": "object"},
+                    ),
+                    "415": _answer(
+                        "the body is not declared application/json, recorded as rejected",
+                        {"type": "object"},
+                    ),
                 },
             }
         },
@@ -172,6 +192,7 @@ DOCUMENT: dict[str, Any] = {
                     "lines",
                     "accepted",
                     "duplicates",
+                    "identical",
                     "rejected",
                     "ignored",
                     "runs",
@@ -189,6 +210,14 @@ DOCUMENT: dict[str, Any] = {
                     "lines": {"type": "integer", "minimum": 0, "description": ONCE_DONE},
                     "accepted": {"type": "integer", "minimum": 0, "description": SO_FAR},
                     "duplicates": {"type": "integer", "minimum": 0, "description": ONCE_DONE},
+                    "identical": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "description": "Of the duplicates, lines of a record with no id and no "
+                        "seq (an action, a resolution, a run's start) identical to a record of "
+                        "the run already stored: a re-delivery, or a repeated event stored once; "
+                        "seq keeps repeated events. " + ONCE_DONE,
+                    },
                     "rejected": {"type": "integer", "minimum": 0, "description": SO_FAR},
                     "ignored": {"type": "integer", "minimum": 0, "description": ONCE_DONE},
                     "runs": {"type": "integer", "minimum": 0, "description": ONCE_DONE},

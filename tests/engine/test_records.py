@@ -7,7 +7,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reviewapp.engine import ABSENT, RecordError, decode_line, parse_line, parse_record
+from reviewapp.engine import (
+    ABSENT,
+    RecordError,
+    RunPositions,
+    decode_line,
+    judge_run,
+    load_policy,
+    parse_line,
+    parse_record,
+)
 from reviewapp.engine.records import ObservationError, _check_record, _decode_line_exactly
 
 REFUSED = [
@@ -211,6 +220,7 @@ RECORD_KEYS = [
     "disputedFields",
     "name",
     "status",
+    "seq",
 ]
 record_values = st.one_of(
     st.sampled_from(["x", "", "success", "unknown", "maybe"]),
@@ -332,6 +342,11 @@ BAD_KEYS = [
     ("agent_action", {"name": None}),
     ("agent_action", {"runId": ""}),
     ("agent_action", {"type": ""}),
+    *(
+        (record_type, {"seq": bad})
+        for record_type in sorted(VALID)
+        for bad in (-1, 1.0, 2.5, True, "3", [3], {"n": 3})
+    ),
 ]
 
 
@@ -350,3 +365,90 @@ def test_each_refusal_of_the_reference_is_a_refusal_with_its_reason(record_type,
     with pytest.raises(RecordError) as fast:
         parse_record(document)
     assert str(fast.value) == str(reference.value)
+
+
+@pytest.mark.parametrize("record_type", sorted(VALID))
+@pytest.mark.parametrize("seq", [0, 7, 2**70])
+def test_every_record_type_carries_its_position_in_its_run(record_type, seq):
+    document = {"runId": "r", "type": record_type, **VALID[record_type], "seq": seq}
+    record = parse_record(document)
+    assert record == _check_record(document)
+    assert record.seq == seq
+    assert parse_line(json.dumps(document, separators=(",", ":")).encode()) == record
+    assert parse_record({**document, "seq": None}).seq is None
+
+
+@pytest.mark.parametrize(
+    ("seq", "shown"), [(-1, "-1"), (2.5, "2.5"), (True, "a boolean"), ("3", "a string")]
+)
+def test_a_position_that_is_no_whole_number_from_zero_is_refused_saying_so(seq, shown):
+    with pytest.raises(RecordError) as refused:
+        parse_record({"runId": "r", "type": "agent_action", "name": "stop", "seq": seq})
+    assert str(refused.value) == (
+        f'agent_action: "seq" must be a whole number from 0 (its position in its run), not {shown}'
+    )
+
+
+def test_a_position_is_no_business_field_of_an_observation():
+    """Two deliveries of one event at two positions carry the same body: no mismatch."""
+    policy = load_policy({"fields": {"status": {}, "seq": {}}})
+    records = [
+        parse_record(
+            {
+                "runId": "r",
+                "type": "tool_observation",
+                "observationId": f"o{seq}",
+                "source": "s",
+                "eventId": "e1",
+                "status": "paid",
+                "seq": seq,
+            }
+        )
+        for seq in (0, 1)
+    ]
+    assert records[0].value_for("seq") is ABSENT
+    judgement = judge_run("r", records, policy)
+    assert [v.field for v in judgement.verdicts] == ["status"]
+    assert "event-body-mismatch" not in {f.kind for f in judgement.findings}
+
+
+def test_records_are_judged_in_line_order_whatever_their_positions_say():
+    """Line order is recording order (spec/traces.md): `seq` tells records apart, it never
+    reorders them."""
+    lines = [
+        {"type": "tool_observation", "observationId": "o1", "source": "a", "status": "paid"},
+        {"type": "agent_action", "name": "issue_refund"},
+        {"type": "tool_observation", "observationId": "o2", "source": "b", "status": "void"},
+        {"type": "agent_action", "name": "request_review"},
+    ]
+    policy = load_policy({"fields": {"status": {}}})
+
+    def judged(positions):
+        records = [
+            parse_record({"runId": "r", **line, **position})
+            for line, position in zip(lines, positions, strict=True)
+        ]
+        return judge_run("r", records, policy)
+
+    unnumbered = judged([{}] * 4)
+    assert judged([{"seq": n} for n in (3, 2, 1, 0)]) == unnumbered
+    assert unnumbered.verdicts[0].action == "request_review"
+
+
+def test_a_position_read_again_is_a_redelivery_with_the_same_bytes_and_refused_with_others():
+    positions = RunPositions()
+    first = b'{"runId":"r","type":"agent_action","name":"request_review","seq":3}'
+    other = b'{"runId":"r","type":"agent_action","name":"issue_refund","seq":3}'
+    unnumbered = b'{"runId":"r","type":"agent_action","name":"request_review"}'
+    assert not positions.redelivered(parse_line(first), first)
+    assert positions.redelivered(parse_line(first), first)
+    with pytest.raises(RecordError) as refused:
+        positions.redelivered(parse_line(other), other)
+    assert str(refused.value) == "seq 3 of run r already holds another record"
+    # Identical lines at other positions, or in another run, are other records.
+    again = first.replace(b'"seq":3', b'"seq":4')
+    elsewhere = first.replace(b'"runId":"r"', b'"runId":"r2"')
+    assert not positions.redelivered(parse_line(again), again)
+    assert not positions.redelivered(parse_line(elsewhere), elsewhere)
+    for _ in range(2):
+        assert not positions.redelivered(parse_line(unnumbered), unnumbered)

@@ -51,6 +51,7 @@ def test_a_fixture_is_stored_judged_and_ticketed():
         "lines": 25,
         "accepted": 25,
         "duplicates": 0,
+        "identical": 0,
         "rejected": 0,
         "runs": 5,
         "tickets": 4,  # the default policy decides no authority: only "agreement" is settled
@@ -101,6 +102,9 @@ def test_ingesting_the_same_content_again_adds_nothing(tmp_path):
         "lines": first.lines,
         "accepted": 0,
         "duplicates": first.lines,
+        # Its actions and resolutions, which have no id: they may be events that happened
+        # again, counted apart.
+        "identical": 18,
         "rejected": 0,
         "runs": 0,
         "tickets": 0,
@@ -467,6 +471,7 @@ def test_a_batch_interrupted_mid_way_finishes_on_retry_without_doubles(tmp_path,
         "lines": 20,
         "accepted": 20,
         "duplicates": 0,
+        "identical": 0,
         "rejected": 0,
         "runs": 4,
         "tickets": summary.tickets,
@@ -510,6 +515,7 @@ def test_the_command_reads_folders_and_prints_one_json_summary(tmp_path, capsys)
         "lines": 3,
         "accepted": 2,
         "duplicates": 0,
+        "identical": 0,
         "rejected": 1,
         "runs": 1,
         "tickets": 1,

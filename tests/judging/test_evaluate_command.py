@@ -144,3 +144,40 @@ def test_it_writes_nothing_to_the_database(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert len(result.stdout.splitlines()) == 5
+
+
+def test_a_record_read_again_at_its_position_adds_nothing_and_other_bytes_there_are_refused(
+    tmp_path, capsys
+):
+    """As the ingest stores the same pieces (spec/traces.md, "Delivery in pieces")."""
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    numbered = [
+        '{"runId":"r1","type":"tool_observation","observationId":"o1","source":"a",'
+        '"status":"paid","seq":0}',
+        '{"runId":"r1","type":"agent_action","name":"request_review","seq":1}',
+        '{"runId":"r1","type":"tool_observation","observationId":"o2","source":"b",'
+        '"status":"refunded","seq":2}',
+        '{"runId":"r1","type":"agent_action","name":"request_review","seq":3}',
+    ]
+    first.write_text("\n".join(numbered[:2]) + "\n")
+    second.write_text(
+        "\n".join(
+            [
+                numbered[1],  # sent again
+                numbered[2],
+                numbered[3],  # the same action again, at its own position
+                numbered[3].replace("request_review", "issue_refund"),
+            ]
+        )
+        + "\n"
+    )
+    runs, err = evaluate(capsys, first, second)
+    assert err == [
+        f"{second}:4: seq 3 of run r1 already holds another record",
+        "6 lines, 5 accepted, 1 rejected",
+    ]
+    (verdict,) = runs[0]["verdicts"]
+    assert (verdict["evidence"], verdict["action"]) == (["o1", "o2"], "request_review")
+    whole = tmp_path / "whole.jsonl"
+    whole.write_text("\n".join(numbered) + "\n")
+    assert evaluate(capsys, whole)[0] == runs

@@ -9,9 +9,9 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from reviewapp.engine import PolicyError, RecordError, judge_runs
+from reviewapp.engine import PolicyError, RecordError, RunPositions, judge_runs
 from reviewapp.ingest.files import TraceFileError, read_trace_file
-from reviewapp.ingest.formats import decode_unit
+from reviewapp.ingest.formats import NATIVE, decode_unit
 from reviewapp.judging.policies import active_policy_offline, read_policy_file
 
 
@@ -47,13 +47,20 @@ class Command(BaseCommand):
             self._fail(f"cannot read {exc}")
 
         records, counts = [], {"lines": 0, "accepted": 0, "rejected": 0}
+        # A record whose `seq` was read before is a re-delivery (accepted, adding nothing) or
+        # refused, as the ingest stores the same files.
+        positions = RunPositions()
         for lines in streams:
             for line in lines:
                 counts["lines"] += 1
                 try:
                     if line.error:
                         raise RecordError(line.error)
-                    records.extend(decode_unit(line.payload).records)
+                    unit = decode_unit(line.payload)
+                    if unit.format != NATIVE or not positions.redelivered(
+                        unit.records[0], line.payload
+                    ):
+                        records.extend(unit.records)
                     counts["accepted"] += 1
                 except RecordError as exc:
                     counts["rejected"] += 1

@@ -8,7 +8,7 @@ import sys
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection
 
-from reviewapp.ingest.batches import IngestSummary, expand_paths
+from reviewapp.ingest.batches import IngestSummary, expand_paths, identical_note
 from reviewapp.ingest.files import TraceFileError, open_trace_file
 from reviewapp.ingest.parts import PartsFailed, ingest_file_in_parts
 from reviewapp.ingest.pipeline import ingest_file
@@ -108,7 +108,9 @@ def _describe(summary: IngestSummary) -> str:
     if not summary.lines:
         return "no lines (the file is empty or blank)"
     return (
-        f"{summary.lines:,} lines: {summary.accepted:,} accepted, {summary.duplicates:,} duplicates, "
-        f"{summary.rejected:,} rejected; {summary.runs:,} runs judged, {summary.tickets:,} tickets opened"
+        f"{summary.lines:,} lines: {summary.accepted:,} accepted, {summary.duplicates:,} duplicates"
+        + (f" ({identical_note(summary.identical)})" if summary.identical else "")
+        + f", {summary.rejected:,} rejected; {summary.runs:,} runs judged, "
+        f"{summary.tickets:,} tickets opened"
         + (f"; {summary.ignored:,} spans without a tool call ignored" if summary.ignored else "")
     )
