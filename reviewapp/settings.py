@@ -248,8 +248,10 @@ CELERY_TASK_PUBLISH_RETRY_POLICY = {
     "interval_step": 0.2,
     "interval_max": 0.5,
 }
-# How often beat looks for lost batches and sends the canary.
-RECONCILE_SECONDS = env_int("RECONCILE_SECONDS", 20)
+# How often beat looks for lost work (batches, parts, replay items) and sends the canary.
+# Lost work is known by the database: a worker holds locks on what it works on, and a
+# worker that dies loses them with its connection (reviewapp/infra/locks.py).
+RECONCILE_SECONDS = env_int("RECONCILE_SECONDS", 10)
 CELERY_BEAT_SCHEDULE = {
     "resume-stalled-batches": {
         "task": "reviewapp.tasks.resume_stalled_batches_task",
@@ -273,12 +275,13 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 300.0,
     },
 }
-# A running batch whose heartbeat (every chunk, every judging step) is this old has lost
-# its worker, and is sent again; a queued one no worker took after this long, likewise.
+# A running batch whose worker holds none of its locks is sent again at once (after a few
+# seconds' silence); one whose heartbeat (every chunk, every judging step) is this old, is
+# too, whatever the locks say. A queued one no worker took after INGEST_REQUEUE_SECONDS.
 INGEST_STALL_SECONDS = env_int("INGEST_STALL_SECONDS", 60)
 INGEST_REQUEUE_SECONDS = env_int("INGEST_REQUEUE_SECONDS", 300)
 # A failed batch is tried again this many seconds times its tries so far, up to this many tries.
-INGEST_RETRY_SECONDS = env_int("INGEST_RETRY_SECONDS", 60)
+INGEST_RETRY_SECONDS = env_int("INGEST_RETRY_SECONDS", 15)
 INGEST_MAX_ATTEMPTS = env_int("INGEST_MAX_ATTEMPTS", 3)
 # A delivery that finished while a candidate was in shadow and is not judged in shadow
 # after this long (its message lost, its worker dead) is sent again; a queued shadow
@@ -304,18 +307,19 @@ TALLY_CLOSE_AFTER_DAYS = env_int("TALLY_CLOSE_AFTER_DAYS", 5)
 # does it.
 TALLY_PAGE_REFRESH_RUNS = env_int("TALLY_PAGE_REFRESH_RUNS", 2000)
 # Replay (reviewapp/replay): a job is split into items of this many runs, each processed
-# in one transaction (about a second's work); a job is sent as this many tasks, so that
-# as many workers share it. A claimed item is leased for REPLAY_LEASE_SECONDS (more than
-# an item ever takes): a worker that dies holding one loses it then, and after
-# REPLAY_MAX_ATTEMPTS claims without finishing it fails. A task works on a job for
+# in one transaction (about a second's work) that holds the item's row; a job is sent as
+# this many tasks, so that as many workers share it. A claimed item is its claimer's for
+# REPLAY_LEASE_SECONDS; after that it goes to whoever claims it, unless its row is held
+# (it is being processed): a worker that dies loses the row with its connection. After
+# REPLAY_MAX_ATTEMPTS claims without finishing, an item fails. A task works on a job for
 # REPLAY_TASK_SECONDS, then sends it again (a worker is not held by one job for hours).
 # Beat sends again a job nobody has worked on for REPLAY_REQUEUE_SECONDS.
 REPLAY_CHUNK_RUNS = env_int("REPLAY_CHUNK_RUNS", 500)
 REPLAY_TASKS_PER_JOB = env_int("REPLAY_TASKS_PER_JOB", 4)
-REPLAY_LEASE_SECONDS = env_int("REPLAY_LEASE_SECONDS", 120)
+REPLAY_LEASE_SECONDS = env_int("REPLAY_LEASE_SECONDS", 10)
 REPLAY_MAX_ATTEMPTS = env_int("REPLAY_MAX_ATTEMPTS", 3)
 REPLAY_TASK_SECONDS = env_int("REPLAY_TASK_SECONDS", 60)
-REPLAY_REQUEUE_SECONDS = env_int("REPLAY_REQUEUE_SECONDS", 60)
+REPLAY_REQUEUE_SECONDS = env_int("REPLAY_REQUEUE_SECONDS", 20)
 # A snapshot of the open tickets is reused for impact while the desk is unchanged, this long.
 REPLAY_SNAPSHOT_SECONDS = env_int("REPLAY_SNAPSHOT_SECONDS", 600)
 REPLAY_FIXTURE_MAX_RUNS = env_int("REPLAY_FIXTURE_MAX_RUNS", 200_000)

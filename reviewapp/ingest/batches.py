@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +18,14 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from reviewapp.celery import app
+from reviewapp.infra.locks import BATCH_LOCK_SPACE, locks_held
 from reviewapp.ingest.streams import file_digest
 from reviewapp.models import IngestBatch, ShadowDesignation, TraceLine, TraceRecord
 
 # The task a worker ingests a batch with (reviewapp.tasks), sent by name: services never
 # import the tasks that call them.
 INGEST_TASK = "reviewapp.tasks.ingest_batch_task"
+log = logging.getLogger(__name__)
 # The task judging a delivery's runs under the candidates in shadow (reviewapp.replay).
 SHADOW_TASK = "reviewapp.tasks.shadow_judge_batch_task"
 
@@ -144,8 +148,21 @@ def send_to_worker(batch: IngestBatch) -> None:
     """Queue the batch for a worker once the current transaction commits; its heartbeat
     starts now, so that a message lost on the way is noticed (see stalled_batches)."""
     IngestBatch.objects.filter(pk=batch.pk).update(heartbeat_at=timezone.now())
-    # robust: a broker that is down must not fail the request that stored the batch.
-    transaction.on_commit(lambda: app.send_task(INGEST_TASK, args=[batch.pk]), robust=True)
+    transaction.on_commit(partial(_send, batch.pk))
+
+
+def _send(batch_pk: int) -> None:
+    try:
+        app.send_task(INGEST_TASK, args=[batch_pk])
+    except Exception:
+        # The broker is down: the request that stored the batch must not fail. Its message
+        # never left, so it is due at the reconciler's next round once the broker is back,
+        # rather than after the wait for a message lost on the way (INGEST_REQUEUE_SECONDS).
+        log.warning("batch %s: not sent to a worker (broker unreachable); beat sends it", batch_pk)
+        unsent_since = timezone.now() - timedelta(seconds=settings.INGEST_REQUEUE_SECONDS + 1)
+        IngestBatch.objects.filter(pk=batch_pk, state=IngestBatch.State.QUEUED).update(
+            heartbeat_at=unsent_since
+        )
 
 
 def send_to_shadow(batch: IngestBatch) -> None:
@@ -182,15 +199,24 @@ def retry_batch(batch: IngestBatch, *, body: Path | None = None) -> None:
 
 
 def stalled_batches(
-    *, running: timedelta, queued: timedelta, failed: timedelta, max_attempts: int
+    *,
+    running: timedelta,
+    queued: timedelta,
+    failed: timedelta,
+    max_attempts: int,
+    lost: timedelta = timedelta(seconds=5),
 ) -> list[IngestBatch]:
     """Batches to send to a worker again (re-ingesting is safe, see the module docstring):
-    running ones whose heartbeat stopped (their worker died), queued ones no worker took
-    (the message was lost), and failed ones with tries left, after a pause that grows with
-    each try."""
+    running ones whose worker died (lost: none of its locks is held any more, see
+    infra.locks, and it has not beaten for `lost`; or silent for `running`, whatever the
+    locks say), queued ones no worker took (the message was lost), and failed ones with
+    tries left, after a pause that grows with each try."""
+    # The locks first, then the states: a batch that finishes in between is no longer
+    # running when its state is read, and one that starts in between has just beaten.
+    held = locks_held([BATCH_LOCK_SPACE])
     now = timezone.now()
     silent_since = Coalesce("heartbeat_at", "created_at")
-    return list(
+    waiting = (
         IngestBatch.objects.exclude(channel=IngestBatch.Channel.CLI)
         .alias(silent_since=silent_since)
         .filter(
@@ -202,8 +228,36 @@ def stalled_batches(
                 finished_at__lt=Value(now) - Value(failed) * F("attempts"),
             )
         )
-        .order_by("created_at")
     )
+    found = {batch.pk: batch for batch in waiting}
+    for batch in _lost(held, silent_before=now - lost):
+        found.setdefault(batch.pk, batch)
+    return sorted(found.values(), key=lambda batch: (batch.created_at, batch.pk))
+
+
+def _lost(held: set[tuple[int, int]], *, silent_before: Any) -> list[IngestBatch]:
+    """Running batches whose worker is gone: a whole batch whose lock nobody holds, or a
+    batch in parts with a part that is running although nobody holds that part's lock.
+    (Parts still queued behind other work are waiting, not lost: the silence rule is theirs.)"""
+    if connection.vendor != "postgresql":
+        return []  # SQLite keeps no locks to ask about: only the silence rule applies there
+    silent = (
+        IngestBatch.objects.exclude(channel=IngestBatch.Channel.CLI)
+        .alias(silent_since=Coalesce("heartbeat_at", "created_at"))
+        .filter(state=IngestBatch.State.RUNNING, silent_since__lt=silent_before)
+    )
+    part_locks = locks_held([-batch.pk for batch in silent if batch.parts > 1])
+    lost = []
+    for batch in silent:
+        if (BATCH_LOCK_SPACE, batch.pk) in held:
+            continue
+        if batch.parts <= 1:
+            lost.append(batch)
+            continue
+        running_parts = batch.part_rows.filter(state="running").values_list("index", flat=True)
+        if any((-batch.pk, index) not in part_locks for index in running_parts):
+            lost.append(batch)
+    return lost
 
 
 def failed_bodies_delete(*, kept_for: timedelta, max_attempts: int) -> int:

@@ -39,13 +39,13 @@ from django.db.models import F, Min, OuterRef, Subquery
 from django.utils import timezone
 
 from reviewapp.celery import app
+from reviewapp.infra.locks import advisory_lock
 from reviewapp.ingest.batches import IngestSummary, create_batch
 from reviewapp.ingest.files import RawLine
 from reviewapp.ingest.judge import RunsInFlight
 from reviewapp.ingest.pipeline import (
     ChunkStored,
     Progress,
-    advisory_lock,
     batch_finish,
     batch_lock,
     ingest_batch,
@@ -118,7 +118,7 @@ def ingest_part(batch_id: int, index: int) -> None:
     end the batch."""
     batch = IngestBatch.objects.get(pk=batch_id)
     # The part's lock: minus its batch's id, then its index (a batch's own lock has a
-    # positive first key, pipeline.BATCH_LOCK_SPACE).
+    # positive first key, infra.locks.BATCH_LOCK_SPACE).
     with advisory_lock(-batch.pk, index) as taken:
         if not taken:
             log.info("part %s of batch %s is being ingested elsewhere", index, batch.pk)

@@ -22,10 +22,11 @@ from typing import Any, BinaryIO, NamedTuple
 
 import psycopg
 from django.conf import settings
-from django.db import OperationalError, connection
+from django.db import OperationalError
 from django.db.models import Count, F, Sum
 from django.utils import timezone
 
+from reviewapp.infra.locks import BATCH_LOCK_SPACE, advisory_lock
 from reviewapp.ingest.batches import (
     IngestSummary,
     count_runs_touched,
@@ -147,30 +148,6 @@ def batch_lock(batch_pk: int, *, wait: bool = False) -> Iterator[bool]:
     `wait`, once it is. SQLite serialises writers by itself: there, every caller takes it."""
     with advisory_lock(BATCH_LOCK_SPACE, batch_pk, wait=wait) as taken:
         yield taken
-
-
-@contextmanager
-def advisory_lock(first: int, second: int, *, wait: bool = False) -> Iterator[bool]:
-    """The PostgreSQL advisory lock (first, second) on this connection (see batch_lock)."""
-    if connection.vendor != "postgresql":
-        yield True
-        return
-    with connection.cursor() as cursor:
-        if wait:
-            cursor.execute("SELECT pg_advisory_lock(%s, %s), true", [first, second])
-        else:
-            cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [first, second])
-        taken = cursor.fetchone()[-1]
-    try:
-        yield taken
-    finally:
-        if taken:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [first, second])
-
-
-# The first key of every advisory lock on a batch (the second is its id).
-BATCH_LOCK_SPACE = 0x1B47C4
 
 
 def _is_transient(exc: OperationalError) -> bool:

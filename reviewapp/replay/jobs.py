@@ -5,8 +5,9 @@ is split into items (REPLAY_CHUNK_RUNS runs each), and a task sent for a job (by
 services never import tasks) claims its items one at a time until none is left. Claiming
 an item commits it as running under a lease, with one more attempt; processing it
 (replay.work) is one transaction that writes its results and marks it done, so an item is
-done once or not at all. A worker killed mid-item leaves it running until the lease runs
-out; then it is claimed again (by the same task redelivered, acks_late with
+done once or not at all, and holds the item's row while it works. A worker killed
+mid-item loses its connection, and the row with it: once the item's short lease has run
+out, nobody holding its row, it is claimed again (by the same task redelivered, acks_late with
 reject_on_worker_lost, or by one that beat's reconciler sends). An item claimed
 REPLAY_MAX_ATTEMPTS times without finishing fails, and with it the job (retry sends it
 again): no message loops forever. Cancelling stops claims at once; an item being
@@ -222,15 +223,25 @@ def _claimable(job_id: int) -> bool:
 
 
 def _seconds_to_next_lease_end(job_id: int) -> float | None:
-    soonest = (
-        ReplayItem.objects.filter(job_id=job_id, state=ReplayItem.State.RUNNING)
-        .order_by("lease_until")
-        .values_list("lease_until", flat=True)
-        .first()
-    )
-    if soonest is None:
+    """Seconds until the next item left by a worker that is gone can be claimed; None when
+    every running item is being processed (its worker holds its row) or none runs."""
+    leases = [lease_until for _, lease_until in _running_unheld(job_id)]
+    if not leases:
         return None
-    return max(0.0, (soonest - timezone.now()).total_seconds())
+    return max(0.0, (min(leases) - timezone.now()).total_seconds())
+
+
+def _running_unheld(job_id: int) -> list[tuple[int, Any]]:
+    """The job's running items whose row no transaction holds, with their lease's end. A
+    worker holds its item's row for as long as it processes it (item_process), and a
+    worker that dies loses its connection and the row with it: these are items whose
+    worker is gone, or that it has only just claimed (within their lease)."""
+    with transaction.atomic():
+        return list(
+            ReplayItem.objects.select_for_update(skip_locked=True)
+            .filter(job_id=job_id, state=ReplayItem.State.RUNNING)
+            .values_list("pk", "lease_until")
+        )
 
 
 def finalize(job_id: int) -> ReplayJob:
@@ -317,11 +328,12 @@ def jobs_reconcile() -> int:
         "pk", "hinted_at"
     ):
         items = ReplayItem.objects.filter(job_id=job_id)
-        held = items.filter(state=ReplayItem.State.RUNNING, lease_until__gte=now).exists()
-        takeable = items.filter(
-            Q(state=ReplayItem.State.QUEUED)
-            | Q(state=ReplayItem.State.RUNNING, lease_until__lt=now)
-        ).count()
+        running = set(items.filter(state=ReplayItem.State.RUNNING).values_list("pk", flat=True))
+        unheld = _running_unheld(job_id)
+        left = [pk for pk, lease_until in unheld if lease_until is None or lease_until < now]
+        # Held: being processed (its row locked), or claimed so recently its lease still runs.
+        held = len(running) > len(left)
+        takeable = items.filter(state=ReplayItem.State.QUEUED).count() + len(left)
         if not held and not takeable:
             finalize(job_id)
         elif takeable and not held and (hinted_at is None or hinted_at < quiet):

@@ -10,7 +10,7 @@ from typing import Any
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
-from django.http import HttpRequest, HttpResponse, QueryDict
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.functional import SimpleLazyObject
@@ -380,7 +380,8 @@ def _after_change(
     # The queue's keyboard claim comes back to the queue it was made from.
     back = request.POST.get("next", "")
     if url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
-        return redirect(back)
+        # As a URL, never a view name: redirect("foo") would look "foo" up and fail.
+        return HttpResponseRedirect(back)
     return redirect("ticket-detail", ticket_id=ticket_id)
 
 

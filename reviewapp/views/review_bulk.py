@@ -8,7 +8,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -138,5 +138,6 @@ def ticket_bulk_undo(request: HttpRequest) -> HttpResponse:
     request.session.pop(UNDO_SESSION_KEY, None)
     back = request.POST.get("next", "")
     if url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
-        return redirect(back)
+        # As a URL, never a view name: redirect("foo") would look "foo" up and fail.
+        return HttpResponseRedirect(back)
     return redirect("ticket-queue")

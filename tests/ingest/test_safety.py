@@ -4,14 +4,17 @@ batches tried again (issue: hardening, defects 1 and 2)."""
 
 import json
 import threading
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
+import psycopg
 import pytest
 from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
+from reviewapp.infra.locks import BATCH_LOCK_SPACE
 from reviewapp.ingest import pipeline as ingestion
 from reviewapp.ingest.batches import create_batch, stalled_batches
 from reviewapp.ingest.pipeline import ingest_batch, ingest_file, ingest_stored_batch
@@ -213,15 +216,19 @@ def _written(tmp_path: Path, name: str, content: bytes) -> Path:
     return path
 
 
-def test_batches_to_send_again_are_running_silent_queued_unclaimed_or_failed_with_tries_left(
+def test_batches_to_send_again_are_running_lost_or_silent_queued_unclaimed_or_failed_with_tries_left(
     tmp_path,
 ):
+    """Running: lost when no session holds its lock any more (its worker died with its
+    connection) after a few seconds' silence, or silent for `running` whatever the locks."""
     path = _written(tmp_path, "t.jsonl", trace(range(1)))
     now = timezone.now()
     made = {}
     for name, state, beat, attempts, finished in [
-        ("lost", "running", now - timedelta(seconds=90), 1, None),
-        ("alive", "running", now - timedelta(seconds=10), 1, None),
+        ("silent", "running", now - timedelta(seconds=90), 1, None),
+        ("worked-on", "running", now - timedelta(seconds=10), 1, None),
+        ("worker-gone", "running", now - timedelta(seconds=10), 1, None),
+        ("just-started", "running", now - timedelta(seconds=1), 1, None),
         ("unclaimed", "queued", now - timedelta(minutes=10), 0, None),
         ("waiting", "queued", now - timedelta(minutes=1), 0, None),
         ("failed-once", "failed", now, 1, now - timedelta(minutes=2)),
@@ -233,13 +240,27 @@ def test_batches_to_send_again_are_running_silent_queued_unclaimed_or_failed_wit
             state=state, heartbeat_at=beat, attempts=attempts, finished_at=finished
         )
         made[name] = batch
-    found = stalled_batches(
-        running=timedelta(seconds=60),
-        queued=timedelta(minutes=5),
-        failed=timedelta(seconds=60),
-        max_attempts=3,
-    )
-    assert {b.file_name for b in found} == {"lost", "unclaimed", "failed-once"}
+    # A worker's own connection holds the lock of the batch it works on, and of the silent one.
+    with _session_holding(made["worked-on"].pk, made["silent"].pk):
+        found = stalled_batches(
+            running=timedelta(seconds=60),
+            queued=timedelta(minutes=5),
+            failed=timedelta(seconds=60),
+            max_attempts=3,
+        )
+    assert {b.file_name for b in found} == {"silent", "worker-gone", "unclaimed", "failed-once"}
+
+
+@contextmanager
+def _session_holding(*batch_pks: int):
+    """Another session of the test database (a worker's) holding the batches' locks."""
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    with psycopg.connect(**params, autocommit=True) as other:
+        for pk in batch_pks:
+            other.execute("SELECT pg_advisory_lock(%s, %s)", [BATCH_LOCK_SPACE, pk])
+        yield
 
 
 def test_a_failed_batch_is_tried_again_from_the_api_and_the_page(

@@ -133,7 +133,7 @@ class Stack:
         wait_for(lambda: self.status("/login/") == 200, 30, "gunicorn")
         return process
 
-    def start_worker(self, concurrency: int = 1) -> Process:
+    def start_worker(self, concurrency: int = 2) -> Process:
         process = self._run(
             "worker",
             [sys.executable, *self.worker_entry, "-A", "reviewapp.celery", *WORKER_ARGS]

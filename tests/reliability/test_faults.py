@@ -14,12 +14,6 @@ from tests.reliability.postgres import Postgres, pg_bin
 from tests.reliability.stack import Stack
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
-FAST = {
-    "RECONCILE_SECONDS": "2",
-    "INGEST_STALL_SECONDS": "6",
-    "INGEST_REQUEUE_SECONDS": "6",
-    "INGEST_RETRY_SECONDS": "2",
-}
 
 
 def intact(result: scenarios.Outcome) -> None:
@@ -71,7 +65,7 @@ def own_postgres(tmp_path):
     stack = Stack(
         database_url=postgres.app_url,
         workdir=tmp_path / "stack",
-        overrides={**FAST, "MIGRATE_DATABASE_URL": ""},
+        overrides={"MIGRATE_DATABASE_URL": ""},
     )
     try:
         yield postgres, stack.start()
@@ -117,7 +111,7 @@ def test_a_poison_batch_is_failed_after_its_tries_not_delivered_for_ever(
     tmp_path, token, stack_factory
 ):
     stack = stack_factory(worker_entry=["-m", "tests.reliability.poison_worker"])
-    result = scenarios.poison(stack, token, max_attempts=int(FAST.get("INGEST_MAX_ATTEMPTS", 3)))
+    result = scenarios.poison(stack, token, max_attempts=3)
     assert (result.state, result.attempts) == ("failed", 3)
     assert "Unrecoverable" not in stack.processes["worker"].text()
     # The worker still takes other work.
@@ -139,7 +133,6 @@ def stack_factory(django_db_blocker, tmp_path):
         live = Stack(
             database_url=f"{base}/{database}",
             workdir=tmp_path / f"stack{len(made)}",
-            overrides=FAST,
             **kwargs,
         )
         made.append(live)

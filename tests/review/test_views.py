@@ -500,6 +500,11 @@ def test_a_keyboard_claim_from_the_queue_goes_back_to_that_queue_and_nowhere_els
         {"revision": 1, "next": "https://elsewhere.example/"},
     )
     assert elsewhere["Location"] == reverse("ticket-detail", args=[partial.pk])
+    # A bare word is a (relative) URL, never a view's name to look up: that was a 500.
+    word = client.post(
+        reverse("ticket-comment", args=[partial.pk]), {"text": "seen", "next": "foo"}
+    )
+    assert (word.status_code, word["Location"]) == (302, "foo")
 
 
 def test_a_finding_tickets_raw_value_is_what_the_line_held(client, reviewer, tmp_path):
