@@ -42,10 +42,9 @@ NAMES = ["pool", "worker", "postgres", "redis-kill", "redis-stop", "poison"]
 
 def token_on(stack: Stack) -> str:
     script = (
-        "from django.contrib.auth.models import Group, User\n"
+        "from reviewapp.accounts.roles import account_role_set\n"
         "from reviewapp.ingest.tokens import create_token\n"
-        "user, _ = User.objects.get_or_create(username='faults')\n"
-        "user.groups.add(Group.objects.get(name='reviewer'))\n"
+        "user = account_role_set('faults', 'reviewer')\n"
         "print(create_token(user=user, name='faults')[1])\n"
     )
     done = subprocess.run(

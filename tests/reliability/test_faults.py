@@ -82,10 +82,9 @@ def _token_on(stack: Stack) -> str:
     from tests.paths import ROOT
 
     script = (
-        "from django.contrib.auth.models import Group, User\n"
+        "from reviewapp.accounts.roles import account_role_set\n"
         "from reviewapp.ingest.tokens import create_token\n"
-        "user = User.objects.create_user('faults', password='pw-faults-123')\n"
-        "user.groups.add(Group.objects.get(name='reviewer'))\n"
+        "user = account_role_set('faults', 'reviewer', password='pw-faults-123')\n"
         "print(create_token(user=user, name='faults')[1])\n"
     )
     done = subprocess.run(
