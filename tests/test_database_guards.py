@@ -521,8 +521,9 @@ def test_sqlite_refuses_a_record_pointing_at_no_row_and_deleting_what_is_pointed
         db.execute(
             "INSERT INTO reviewapp_ingestbatch (id, public_id, channel, file_name, "
             "content_sha256, size_bytes, stored_path, state, lines, accepted, duplicates, "
-            "rejected, runs, tickets, ignored, bytes_done, attempts, parts, error, created_at) "
-            "VALUES (7, 'b7', 'cli', 'f', 'x', 0, '', 'done', 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, '', "
+            "rejected, identical, runs, tickets, ignored, bytes_done, attempts, parts, error, "
+            "created_at) "
+            "VALUES (7, 'b7', 'cli', 'f', 'x', 0, '', 'done', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, '', "
             "'2026-11-30')"
         )
         with pytest.raises(sqlite3.IntegrityError, match="points at no row"):
