@@ -66,9 +66,15 @@ def celery_worker(
             assert process.poll() is None, log_path.read_text()
             yield process
         finally:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+            stop_group(process)
+
+
+def stop_group(process: subprocess.Popen) -> None:
+    """Stop a process started in a session of its own, and its children: SIGTERM, then
+    SIGKILL if it has not ended within 20 s."""
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()

@@ -30,6 +30,12 @@ log = logging.getLogger(__name__)
 SHADOW_TASK = "reviewapp.tasks.shadow_judge_batch_task"
 
 
+# What a summary counts, in the order the command line and the API give it; all but
+# `runs` add up across batches (runs two batches share count once).
+COUNTED = ("lines", "accepted", "duplicates", "identical", "rejected", "runs", "tickets", "ignored")
+SUMMED = tuple(name for name in COUNTED if name != "runs")
+
+
 @dataclass
 class IngestSummary:
     lines: int = 0
@@ -50,15 +56,7 @@ class IngestSummary:
 
     def add(self, other: IngestSummary) -> None:
         first = not self.batch_pks
-        for name in (
-            "lines",
-            "accepted",
-            "duplicates",
-            "identical",
-            "rejected",
-            "tickets",
-            "ignored",
-        ):
+        for name in SUMMED:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.batch_pks |= other.batch_pks
         for stage, seconds in other.stages.items():
@@ -67,19 +65,7 @@ class IngestSummary:
         self.runs = other.runs if first else count_runs_touched(self.batch_pks)
 
     def as_dict(self) -> dict[str, int]:
-        return {
-            name: getattr(self, name)
-            for name in (
-                "lines",
-                "accepted",
-                "duplicates",
-                "identical",
-                "rejected",
-                "runs",
-                "tickets",
-                "ignored",
-            )
-        }
+        return {name: getattr(self, name) for name in COUNTED}
 
     @classmethod
     def of(cls, batch: IngestBatch) -> IngestSummary:

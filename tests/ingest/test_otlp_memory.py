@@ -8,7 +8,6 @@ from __future__ import annotations
 import gzip
 import http.client
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -35,7 +34,7 @@ from reviewapp.models import IngestBatch, Ticket, TraceLine
 from tests.gzips import repeated_gzip
 from tests.ingest.test_otlp import attributes, conflict_spans, payload, request_of
 from tests.paths import ROOT
-from tests.workers import wait_for
+from tests.workers import stop_group, wait_for
 
 MIB = 1 << 20
 PEAK_ABOVE_REST = 64 * MIB
@@ -245,12 +244,7 @@ def web(transactional_db, tmp_path) -> Iterator[WebServer]:
         assert popen.poll() is None, log.read_text()
         yield server
     finally:
-        os.killpg(popen.pid, signal.SIGTERM)
-        try:
-            popen.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(popen.pid, signal.SIGKILL)
-            popen.wait()
+        stop_group(popen)
 
 
 def _free_port() -> int:
