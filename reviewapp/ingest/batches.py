@@ -207,7 +207,7 @@ def stalled_batches(
             )
         )
     )
-    found = {batch.pk: batch for batch in waiting}
+    found: dict[int, IngestBatch] = {batch.pk: batch for batch in waiting}
     for batch in _lost(held, silent_before=now - lost):
         found.setdefault(batch.pk, batch)
     return sorted(found.values(), key=lambda batch: (batch.created_at, batch.pk))
@@ -225,7 +225,7 @@ def _lost(held: set[tuple[int, int]], *, silent_before: Any) -> list[IngestBatch
         .filter(state=IngestBatch.State.RUNNING, silent_since__lt=silent_before)
     )
     part_locks = locks_held([-batch.pk for batch in silent if batch.parts > 1])
-    lost = []
+    lost: list[IngestBatch] = []
     for batch in silent:
         if (BATCH_LOCK_SPACE, batch.pk) in held:
             continue
