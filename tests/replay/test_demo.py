@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from django.core.management import call_command
 
+from reviewapp.demo.replay import DEMO_SET
 from reviewapp.models import FixtureSet, ReplayJob, RuleProposal
-from reviewapp.replay.demo import DEMO_SET
 from reviewapp.replay.fixtures import in_suite
 
 pytestmark = pytest.mark.django_db
