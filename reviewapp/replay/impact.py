@@ -84,15 +84,6 @@ class Impact:
     def finished(self) -> bool:
         return all(job.is_finished for job in self.jobs)
 
-    @property
-    def regressions(self) -> int:
-        """Groups that changed in the suite's fixture sets (finished jobs so far)."""
-        return sum(
-            job.counts.get("groups", 0) - job.counts.get("unchanged", 0)
-            for _, job in self.suite
-            if job is not None and job.state == ReplayJob.State.DONE
-        )
-
 
 def _latest(candidate: PolicyCandidate, **filters: Any) -> ReplayJob | None:
     return (

@@ -1,4 +1,4 @@
-"""The app's routes, and one that fails: for the headers of a 500 (test_headers.py)."""
+"""The app's routes, and one that fails: for the headers of a 500 (tests/security/test_headers.py)."""
 
 from django.contrib.auth.decorators import login_not_required
 from django.urls import path
