@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
+from django.core.paginator import Paginator
 from django.db.models import F
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -175,7 +176,6 @@ def shadow_runs(request: HttpRequest) -> HttpResponse:
     """The runs behind a count: under the active policy, or of a candidate's comparison."""
     window, window_error = window_asked(request.GET)
     item_filter = ItemFilter.read(request.GET)
-    page = whole_number(request.GET.get("page")) or 1
     designation = None
     status = request.GET.get("status")
     if request.GET.get("scope") == "shadow":
@@ -183,12 +183,11 @@ def shadow_runs(request: HttpRequest) -> HttpResponse:
             ShadowDesignation.objects.select_related("candidate"),
             pk=whole_number(request.GET.get("designation")) or 0,
         )
-        found = comparison_runs(
-            designation, window, item_filter, status=status, page=page, per_page=RUNS_PER_PAGE
-        )
-        tickets_attach(found)
+        found = comparison_runs(designation, window, item_filter, status=status)
     else:
-        found = blocked_runs(window, item_filter, page=page, per_page=RUNS_PER_PAGE)
+        found = blocked_runs(window, item_filter)
+    page = Paginator(found, RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    tickets_attach(page)
     query = request.GET.copy()
     query.pop("page", None)
     query.pop("run", None)
@@ -198,7 +197,8 @@ def shadow_runs(request: HttpRequest) -> HttpResponse:
         "designation": designation,
         "status": STATUS_LABELS.get(status or "", ""),
         "described": item_filter.described(),
-        "page": found,
+        "found": found,
+        "page": page,
         "query": query.urlencode(),
         "back": reverse("shadow")
         + f"?{window.query()}"
