@@ -8,7 +8,7 @@ the end):
 1. Ingest with one candidate in shadow against ingest without: a seeded native trace of N
    lines is ingested into the emptied database with nothing in shadow (the limit), then
    into the emptied database again with a draft in shadow, after which the shadow worker's
-   own function judges its runs under the draft (replay.shadow.shadow_judge_batch, what
+   own function judges its runs under the draft (shadow.judging.shadow_judge_batch, what
    the Celery task runs, here in-process so that the work is timed alone); in turn,
    --rounds times, the best of each kept. `ingest_ratio` = (ingest + shadow) / ingest without (goal: at
    most 1.5); `keeps_up`: the shadow worker judges a delivery faster than it was ingested,
@@ -91,7 +91,8 @@ def ingest_in_shadow(n: int, seed: int, rounds: int) -> dict:
     from reviewapp.ingest.pipeline import ingest_file
     from reviewapp.policy.candidates import candidate_of_draft
     from reviewapp.policy.versions import policy_document_import, proposal_decide
-    from reviewapp.replay.shadow import shadow_judge_batch, shadow_start
+    from reviewapp.shadow.designations import shadow_start
+    from reviewapp.shadow.judging import shadow_judge_batch
 
     limits, ingests, shadows = [], [], []
     with tempfile.TemporaryDirectory() as tmp:

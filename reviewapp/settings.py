@@ -146,7 +146,7 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
-# Failed sign-ins before an account is locked out for a while (see reviewapp/sign_in.py).
+# Failed sign-ins before an account is locked out for a while (see reviewapp/accounts/sign_in.py).
 SIGN_IN_MAX_FAILURES = env_int("SIGN_IN_MAX_FAILURES", 5)
 SIGN_IN_LOCKOUT_SECONDS = env_int("SIGN_IN_LOCKOUT_SECONDS", 15 * 60)
 LOGIN_URL = "login"
@@ -302,9 +302,9 @@ except (ZoneInfoNotFoundError, ValueError) as exc:
     raise ImproperlyConfigured(f"TALLY_TIME_ZONE: no time zone {TALLY_TIME_ZONE!r}") from exc
 TALLY_CLOSE_AFTER_DAYS = env_int("TALLY_CLOSE_AFTER_DAYS", 5)
 # The tallies page brings the tallies up to date itself when at most this many runs are to
-# be read again (about half a second: benchmarks/tallies.py reads 1,000 runs judged again
-# in 0.26 s); more (after a large ingest), and it shows them as they are while a worker
-# does it.
+# be read again (about half a second's work: benchmarks/tallies.py prints the refresh of
+# 1,000 runs judged again); more (after a large ingest), and it shows them as they are
+# while a worker does it.
 TALLY_PAGE_REFRESH_RUNS = env_int("TALLY_PAGE_REFRESH_RUNS", 2000)
 # Replay (reviewapp/replay): a job is split into items of this many runs, each processed
 # in one transaction (about a second's work) that holds the item's row; a job is sent as
@@ -373,7 +373,7 @@ GATE_MAX_RECORDS = env_int("GATE_MAX_RECORDS", 10_000)
 DEFAULT_POLICY_PATH = BASE_DIR / "reviewapp" / "default_policy.json"
 
 # Each process keeps its own cache: the review desk's counts and fragments, named by what
-# they show (see reviewapp/tickets.py), so no process ever serves a stale one. Room for a
+# they show (see reviewapp/review/stamp.py), so no process ever serves a stale one. Room for a
 # busy desk's pages (the default, 300 entries, evicts them while they are still wanted).
 # Page fragments are cached under a stamp of the data they show. CACHE_URL (redis://…)
 # shares them between web processes; without it each process keeps its own.

@@ -80,7 +80,7 @@ def fold_kept_counts_task() -> None:
 @app.task(acks_late=True, reject_on_worker_lost=True)
 def shadow_judge_batch_task(batch_id: int) -> int:
     """Judge an ingested delivery's runs under the candidates in shadow (sent by ingest)."""
-    from reviewapp.replay.shadow import shadow_judge_batch
+    from reviewapp.shadow.judging import shadow_judge_batch
 
     done = shadow_judge_batch(batch_id)
     return done.judgements if done else 0
@@ -89,7 +89,7 @@ def shadow_judge_batch_task(batch_id: int) -> int:
 @app.task(acks_late=True, reject_on_worker_lost=True)
 def shadow_backfill_task(backfill_id: int) -> bool:
     """One chunk of a shadow backfill; it sends the next."""
-    from reviewapp.replay.backfill import backfill_step
+    from reviewapp.shadow.backfill import backfill_step
 
     return backfill_step(backfill_id)
 
@@ -97,8 +97,8 @@ def shadow_backfill_task(backfill_id: int) -> bool:
 @app.task
 def shadow_catch_up_task() -> int:
     """Periodic (beat): send again deliveries not judged in shadow and stalled backfills."""
-    from reviewapp.replay.backfill import backfills_resume
-    from reviewapp.replay.shadow import shadow_catch_up
+    from reviewapp.shadow.backfill import backfills_resume
+    from reviewapp.shadow.judging import shadow_catch_up
 
     return shadow_catch_up() + backfills_resume()
 

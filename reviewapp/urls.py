@@ -4,6 +4,7 @@ from django.urls import path
 from reviewapp.accounts.sign_in import ThrottledAuthenticationForm
 from reviewapp.views import (
     dashboard,
+    gate,
     gate_api,
     ingest,
     ingest_api,
@@ -62,8 +63,8 @@ urlpatterns = [
     path("shadow/<int:pk>/backfills/", shadow.backfill_progress, name="shadow-backfills"),
     path("shadow/export.csv", shadow.shadow_export_csv, name="shadow-export-csv"),
     path("shadow/export.json", shadow.shadow_export_json, name="shadow-export-json"),
-    path("gate/", shadow.gate_page, name="gate"),
-    path("gate/mode/", shadow.gate_mode_view, name="gate-mode"),
+    path("gate/", gate.gate_page, name="gate"),
+    path("gate/mode/", gate.gate_mode_view, name="gate-mode"),
     # Tickets
     path("tickets/", review.ticket_queue, name="ticket-queue"),
     path("tickets/bulk/", review_bulk.ticket_bulk, name="ticket-bulk"),

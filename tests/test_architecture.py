@@ -49,6 +49,7 @@ def test_the_import_contracts_hold():
         ("models/judging.py", "from reviewapp.review import queue", "Layers"),
         ("review/queue.py", "from reviewapp.ingest import pipeline", "Layers"),
         ("judging/core.py", "from reviewapp.views import review", "Layers"),
+        ("shadow/judging.py", "from reviewapp.replay import jobs", "Layers"),
     ],
 )
 def test_a_forbidden_import_breaks_its_contract(copy_of_the_code, module, forbidden, contract):

@@ -56,19 +56,27 @@ def test_logout_needs_a_post(client, reviewer):
     assert client.get(reverse("dashboard")).status_code == 302
 
 
-def test_the_dashboard_sums_up_what_was_judged(client, reviewer):
-    from pathlib import Path
+def test_the_dashboard_sums_up_what_was_judged(client, reviewer, tmp_path):
+    import shutil
 
     from reviewapp.ingest.pipeline import ingest_file
+    from tests.paths import SPEC
 
     client.force_login(reviewer)
     assert "Nothing has been ingested yet" in client.get(reverse("dashboard")).content.decode()
-    ingest_file(Path(__file__).parent / "fixtures" / "spec" / "order-status.jsonl", channel="cli")
+    # Wherever the file lies, however deep: a path longer than the page shows, and than a
+    # batch keeps, still shows the file's own name.
+    deep = tmp_path.joinpath(*["folder-" + "x" * 40] * 6) / "order-status.jsonl"
+    deep.parent.mkdir(parents=True)
+    shutil.copy(SPEC / "order-status.jsonl", deep)
+    assert len(str(deep)) > 255
+    ingest_file(deep, channel="cli")
     body = client.get(reverse("dashboard")).content.decode()
     assert "<dt>Runs judged</dt><dd>5</dd>" in body
     # Under the default policy, stale-search and run-conflict-1 both acted on a conflict.
     assert '<dt>Acted on a conflict</dt><dd class="error">2</dd>' in body
-    assert "Nothing has been ingested yet" not in body and "order-status.jsonl" in body
+    assert "Nothing has been ingested yet" not in body
+    assert f">…{'x' * 40}/order-status.jsonl</a>" in body
 
 
 def test_the_generated_secret_key_is_private_from_the_start(tmp_path, monkeypatch):

@@ -19,8 +19,8 @@ from reviewapp.infra.days import Window
 from reviewapp.models import GateAnswer, Run, ShadowDesignation
 from reviewapp.policy.candidates import candidate_of_proposal
 from reviewapp.policy.versions import policy_document_import
-from reviewapp.replay.backfill import backfill_start, backfill_step
-from reviewapp.replay.shadow import shadow_start
+from reviewapp.shadow.backfill import backfill_start, backfill_step
+from reviewapp.shadow.designations import shadow_start
 
 BACKFILL_DAYS = 60
 

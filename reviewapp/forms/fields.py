@@ -1,8 +1,10 @@
-"""Reading numbers and lists people type or pages send."""
+"""Reading numbers, lists and windows of days people type or pages send."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+
+from reviewapp.infra.days import Window, WindowError
 
 
 def whole_number(text: str | None) -> int | None:
@@ -22,3 +24,12 @@ def parse_selection(values: Iterable[str]) -> dict[int, int]:
         if ticket_id is not None and revision is not None:
             selection[ticket_id] = revision
     return selection
+
+
+def window_asked(params: Mapping[str, str], *, default_days: int = 28) -> tuple[Window, str]:
+    """The window of days a page is asked for (`since`, `until`) and "", or, when that
+    cannot be read, the last `default_days` days and why not."""
+    try:
+        return Window.read(params.get("since"), params.get("until"), default_days=default_days), ""
+    except WindowError as error:
+        return Window.last(default_days), f"{error}; showing the last {default_days} days"

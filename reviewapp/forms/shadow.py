@@ -12,7 +12,7 @@ from django import forms
 from reviewapp.infra.days import MAX_DAYS, Window
 from reviewapp.models import GateMode
 
-# "draft", "proposal-<id>" or "version-<number>" (replay.shadow.candidate_choose).
+# "draft", "proposal-<id>" or "version-<number>" (shadow.designations.candidate_choose).
 CANDIDATE = re.compile(r"^(draft|proposal-[0-9]{1,12}|version-[0-9]{1,9})$")
 
 

@@ -109,7 +109,7 @@ def create_batch(
     return IngestBatch.objects.create(
         parts=parts,
         channel=channel,
-        file_name=file_name[:255],
+        file_name=file_name[-255:],  # a long path keeps its end: the file's own name
         content_sha256=sha256,
         size_bytes=size,
         stored_path=str(path),

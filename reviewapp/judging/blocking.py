@@ -24,11 +24,11 @@ call): the same item under two policies is "unchanged", whatever its reason."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, fields
 from datetime import date, timedelta
-from typing import Any
+from typing import Any, overload
 from urllib.parse import urlencode
 
 from django.db import connection
@@ -266,95 +266,90 @@ class RunItems:
     items: list[Item]
 
 
-@dataclass
-class RunsPage:
-    """A page of the runs a drill-down finds, newest first, with their matching items."""
+# The LIMIT of a slice to the end.
+EVERY_RUN = 2**62
 
-    runs: list[RunItems]
-    total_runs: int
-    total_items: int
-    number: int
-    per_page: int
 
-    @property
-    def pages(self) -> int:
-        return max(1, -(-self.total_runs // self.per_page))
+class RunsFound(Sequence[RunItems]):
+    """The runs a drill-down finds, newest first, each with its matching items, read when
+    asked for: count() is the number of runs (and total_items that of their items), a slice
+    is those runs with their items, as Django's Paginator pages through them. Made from
+    `with_items`, a WITH clause defining `items` (run_pk, started_at, ITEM_COLUMNS, and
+    status when `status`), and `where`, a condition on them."""
 
-    # What templates/_pagination.html reads of a Django Page.
-    @property
-    def has_other_pages(self) -> bool:
-        return self.pages > 1
+    def __init__(
+        self,
+        with_items: str,
+        params: Sequence[Any],
+        where: str,
+        where_params: Sequence[Any],
+        *,
+        status: bool = False,
+    ) -> None:
+        self._with = with_items
+        self._params = [*params, *where_params]
+        self._where = where
+        self._columns = ", ".join((*ITEM_COLUMNS, "status") if status else ITEM_COLUMNS)
+        self._totals: tuple[int, int] | None = None
 
-    @property
-    def has_previous(self) -> bool:
-        return self.number > 1
+    def count(self) -> int:  # type: ignore[override]  # Sequence's counts a value
+        return self._counted()[0]
 
-    @property
-    def has_next(self) -> bool:
-        return self.number < self.pages
+    def __len__(self) -> int:
+        return self.count()
 
-    @property
-    def previous_page_number(self) -> int:
-        return self.number - 1
-
-    @property
-    def next_page_number(self) -> int:
-        return self.number + 1
-
-    @property
-    def num_pages(self) -> int:
-        return self.pages
+    def __iter__(self) -> Iterator[RunItems]:
+        return iter(self[:])
 
     @property
-    def paginator(self) -> RunsPage:
-        return self
+    def total_items(self) -> int:
+        return self._counted()[1]
 
+    def _counted(self) -> tuple[int, int]:
+        if self._totals is None:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    f"{self._with} SELECT count(DISTINCT run_pk), count(*) FROM items "
+                    f"WHERE {self._where}",
+                    self._params,
+                )
+                runs, items = cursor.fetchone()
+            self._totals = (runs, items)
+        return self._totals
 
-def runs_page(
-    with_items: str,
-    params: Sequence[Any],
-    where: str,
-    where_params: Sequence[Any],
-    *,
-    number: int,
-    per_page: int,
-    status: bool = False,
-) -> RunsPage:
-    """Runs with items matching `where`, a page of them: `with_items` is a WITH clause
-    defining `items` (run_pk, started_at, ITEM_COLUMNS, and status when `status`). Three
-    queries, whatever the page holds."""
-    number = max(1, number)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"{with_items} SELECT run_pk, count(*) OVER (), sum(count(*)) OVER () FROM items "
-            f"WHERE {where} GROUP BY run_pk ORDER BY max(started_at) DESC, run_pk DESC "
-            "LIMIT %s OFFSET %s",
-            [*params, *where_params, per_page, (number - 1) * per_page],
-        )
-        found = cursor.fetchall()
-        pks = [row[0] for row in found]
-        columns = ", ".join((*ITEM_COLUMNS, "status") if status else ITEM_COLUMNS)
-        items: dict[int, list[Item]] = {pk: [] for pk in pks}
-        if pks:
+    @overload
+    def __getitem__(self, wanted: int) -> RunItems: ...
+
+    @overload
+    def __getitem__(self, wanted: slice) -> list[RunItems]: ...
+
+    def __getitem__(self, wanted: int | slice) -> RunItems | list[RunItems]:
+        """The runs of a slice (no step), with their items: two queries, whatever it holds."""
+        if isinstance(wanted, int):
+            return self[wanted : wanted + 1][0]
+        offset = wanted.start or 0
+        limit = EVERY_RUN if wanted.stop is None else max(0, wanted.stop - offset)
+        runs = f"{Run._meta.db_table} r"
+        with connection.cursor() as cursor:
             cursor.execute(
-                f"{with_items} SELECT run_pk, {columns} FROM items WHERE {where} "
-                f"AND run_pk IN ({placeholders(len(pks))}) ORDER BY run_pk, kind DESC, ref_id, call",
-                [*params, *where_params, *pks],
+                f"{self._with} SELECT p.run_pk, r.run_id, r.agent, r.started_at FROM ("
+                f"SELECT run_pk, max(started_at) AS newest FROM items WHERE {self._where} "
+                "GROUP BY run_pk ORDER BY newest DESC, run_pk DESC LIMIT %s OFFSET %s"
+                f") p JOIN {runs} ON r.id = p.run_pk ORDER BY p.newest DESC, p.run_pk DESC",
+                [*self._params, limit, offset],
             )
-            for run_pk, *values in cursor.fetchall():
-                items[run_pk].append(Item(*values))
-    runs = {
-        pk: RunItems(pk, run_id, agent, started_at, items[pk])
-        for pk, run_id, agent, started_at in Run.objects.filter(pk__in=pks).values_list(
-            "pk", "run_id", "agent", "started_at"
-        )
-    }
-    total_runs = found[0][1] if found else 0
-    total_items = int(found[0][2]) if found else 0
-    if not found and number > 1:  # past the last page: the first one
-        return runs_page(
-            with_items, params, where, where_params, number=1, per_page=per_page, status=status
-        )
-    return RunsPage(
-        [runs[pk] for pk in pks if pk in runs], total_runs, total_items, number, per_page
-    )
+            found = [
+                RunItems(pk, run_id, agent, started_at, [])
+                for pk, run_id, agent, started_at in cursor.fetchall()
+            ]
+            by_pk = {run.pk: run for run in found}
+            if by_pk:
+                cursor.execute(
+                    f"{self._with} SELECT run_pk, {self._columns} FROM items WHERE "
+                    f"{self._where} AND run_pk IN ({placeholders(len(by_pk))}) "
+                    "ORDER BY run_pk, kind DESC, ref_id, call",
+                    [*self._params, *by_pk],
+                )
+                for run_pk, *values in cursor.fetchall():
+                    by_pk[run_pk].items.append(Item(*values))
+        return found

@@ -1,7 +1,9 @@
-"""Judging runs under a policy, storing nothing: the one way every part of Crosscheck asks
-the engine for verdicts (ingest, `manage.py evaluate`, the proposal preview, settlement
-labels, replay and shadow). What is done with them, if anything, is the caller's matter:
-judging.store keeps them, for a purpose."""
+"""Judging runs under a policy, storing nothing: how the app asks the engine for verdicts
+on runs whose records it knows by id (ingest, the proposal preview, settlement labels,
+replay jobs, shadow mode and the gate). What is done with them, if anything, is the
+caller's matter: judging.store keeps them, for a purpose. Records read from a file and
+kept nowhere (`manage.py evaluate`, replay's trace files and golden exports) go to the
+engine's own judge_runs, which groups them into runs itself."""
 
 from __future__ import annotations
 
@@ -52,18 +54,6 @@ def judge(runs: Iterable[RunToJudge], policy: Policy) -> list[Judged]:
         Judged(run, judge_run(run.run_id, [record for _, record in run.records], policy))
         for run in runs
     ]
-
-
-def runs_of_records(records: Iterable[Record]) -> list[RunToJudge]:
-    """Records of interleaved runs (as a file holds them), grouped into runs in order of
-    first appearance; each record's id is its position."""
-    runs: dict[str, RunToJudge] = {}
-    for position, record in enumerate(records):
-        run = runs.get(record.run_id)
-        if run is None:
-            run = runs[record.run_id] = RunToJudge(None, record.run_id, "", [])
-        run.records.append((position, record))
-    return list(runs.values())
 
 
 def stored_runs(

@@ -126,7 +126,7 @@ class Ticket(models.Model):
                 fields=["state", "reason", "-created_at", "-id"], name="ticket_reason_newest"
             ),
         ]
-        # The app's capabilities; roles (groups) are made of them in reviewapp/roles.py.
+        # The app's capabilities; roles (groups) are made of them in reviewapp/accounts/roles.py.
         permissions = [
             ("ingest_traces", "Can upload traces and manage API tokens"),
             ("work_ticket", "Can claim, assign, comment on and close tickets"),
@@ -144,7 +144,7 @@ class TicketFacetDelta(models.Model):
     a (state, dimension, value)'s rows is its count. Written only by PostgreSQL triggers on
     Ticket (migration 0007), which append a row per change instead of updating a total: two
     transactions never wait for each other here. Reading folds the rows together now and
-    then (reviewapp/tickets.py). Values are stored as the queue shows them, except the
+    then (reviewapp/review/counts.py). Values are stored as the queue shows them, except the
     assignee, kept as a user id ("" for nobody)."""
 
     state = models.CharField(max_length=10)
@@ -162,7 +162,7 @@ class TicketCombinationDelta(models.Model):
     a source, unsafe only...) sums the combinations its filters select, far fewer than the
     tickets they select. Written only by PostgreSQL triggers on Ticket (migration 0008),
     which append a row per change like TicketFacetDelta's; reading folds them now and then
-    (reviewapp/tickets.py). Field names are Ticket's, so the queue's filters apply to both."""
+    (reviewapp/review/counts.py). Field names are Ticket's, so the queue's filters apply to both."""
 
     state = models.CharField(max_length=10)
     reason = models.CharField(max_length=60)

@@ -44,19 +44,32 @@ def candidate_of_proposal(proposal: RuleProposal, *, user: Any = None) -> Policy
     """The draft with this proposal applied (whatever its state: an approver looks at a
     pending one before deciding)."""
     base, _ = active_document()
-    document = (
-        draft_document()
-        if proposal.state == RuleProposal.State.APPROVED and proposal.published_in_id is None
-        else draft_document((proposal.kind, proposal.change))
-    )
     return _kept(
         PolicyCandidate.Kind.PROPOSAL,
-        document,
+        _applied(proposal),
         number=base + 1,
         base_number=base,
         proposal=proposal,
         user=user,
     )
+
+
+def made_candidate_of_draft() -> PolicyCandidate | None:
+    """The draft's candidate as it stands if one was made already (a page that shows what
+    was measured under it makes none)."""
+    return _found(PolicyCandidate.Kind.DRAFT, draft_document())
+
+
+def made_candidate_of_proposal(proposal: RuleProposal) -> PolicyCandidate | None:
+    """The proposal's candidate, applied to the draft as it stands, if one was made already."""
+    return _found(PolicyCandidate.Kind.PROPOSAL, _applied(proposal), proposal=proposal)
+
+
+def _applied(proposal: RuleProposal) -> dict[str, Any]:
+    """The draft with the proposal applied: an approved, unpublished one is in it already."""
+    if proposal.state == RuleProposal.State.APPROVED and proposal.published_in_id is None:
+        return draft_document()
+    return draft_document((proposal.kind, proposal.change))
 
 
 def candidate_of_file(document: dict[str, Any], *, user: Any = None) -> PolicyCandidate:
@@ -77,6 +90,33 @@ def candidate_ref(candidate: PolicyCandidate) -> PolicyRef:
     return PolicyRef(candidate.number, candidate.version_id, candidate.pk)
 
 
+def _identity(
+    kind: str,
+    document: dict[str, Any],
+    version: PolicyVersion | None = None,
+    proposal: RuleProposal | None = None,
+) -> dict[str, Any]:
+    """What a candidate is known by: its kind, its document's hash and what it was made of."""
+    sha256 = hashlib.sha256(
+        json.dumps(_unversioned(document), sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()
+    return {"kind": kind, "sha256": sha256, "version": version, "proposal": proposal}
+
+
+def _unversioned(document: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in document.items() if key != "version"}
+
+
+def _found(
+    kind: str,
+    document: dict[str, Any],
+    *,
+    version: PolicyVersion | None = None,
+    proposal: RuleProposal | None = None,
+) -> PolicyCandidate | None:
+    return PolicyCandidate.objects.filter(**_identity(kind, document, version, proposal)).first()
+
+
 def _kept(
     kind: str,
     document: dict[str, Any],
@@ -87,12 +127,9 @@ def _kept(
     proposal: RuleProposal | None = None,
     user: Any = None,
 ) -> PolicyCandidate:
-    document = {key: value for key, value in document.items() if key != "version"}
+    document = _unversioned(document)
     load_policy(document)  # a candidate is always a valid policy
-    sha256 = hashlib.sha256(
-        json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
-    ).hexdigest()
-    identity = {"kind": kind, "sha256": sha256, "version": version, "proposal": proposal}
+    identity = _identity(kind, document, version, proposal)
     found = PolicyCandidate.objects.filter(**identity).first()
     if found is not None:
         return found

@@ -1,9 +1,12 @@
 """Impact before approval: what a candidate (a proposal applied to the draft, or the draft)
 would change, shown on its page before anyone decides.
 
-Two kinds of replay, started on the page's first view by someone who may start replays:
-every open ticket (a snapshot of the desk: each run with an open ticket, where its current
-judgement stands; not a sample), and every fixture set in the regression suite. A
+Two kinds of replay, started by the event that calls for them, never by a page being read:
+a proposal made (its own), a proposal approved (the draft's), a version published (each
+pending proposal's, applied to the new draft); or by hand, from the page, by someone who
+may start replays. Over every open ticket (a snapshot of the desk: each run with an open
+ticket, where its current judgement stands; not a sample), and every fixture set in the
+regression suite. A
 snapshot is reused while the desk is unchanged (no ticket opened or changed, no record
 arrived, no version published) and younger than REPLAY_SNAPSHOT_SECONDS; the suite's jobs
 while the candidate is the same. The count of open tickets a candidate would settle is the
@@ -20,6 +23,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from reviewapp.engine import PolicyError
 from reviewapp.models import (
     AuditEvent,
     FixtureSet,
@@ -39,6 +43,9 @@ from reviewapp.replay.fixtures import FixtureError, freeze_open_tickets, suite_s
 from reviewapp.replay.jobs import ReplayError, job_start
 
 LIVE = (ReplayJob.State.QUEUED, ReplayJob.State.RUNNING, ReplayJob.State.DONE)
+# A version published changes the draft every pending proposal applies to: the newest this
+# many are measured again at once, any other when someone asks on its page.
+PENDING_MEASURED_ON_PUBLISH = 10
 
 
 def desk_stamp() -> str:
@@ -76,15 +83,6 @@ class Impact:
     @property
     def finished(self) -> bool:
         return all(job.is_finished for job in self.jobs)
-
-    @property
-    def regressions(self) -> int:
-        """Groups that changed in the suite's fixture sets (finished jobs so far)."""
-        return sum(
-            job.counts.get("groups", 0) - job.counts.get("unchanged", 0)
-            for _, job in self.suite
-            if job is not None and job.state == ReplayJob.State.DONE
-        )
 
 
 def _latest(candidate: PolicyCandidate, **filters: Any) -> ReplayJob | None:
@@ -154,6 +152,31 @@ def impact(
             job = job_start(fixture_set, candidate, user=user, reason=f"regression suite, {reason}")
         found.suite.append((fixture_set, job))
     return found
+
+
+def proposal_impact_start(proposal: RuleProposal, *, user: Any) -> Impact:
+    """A proposal just made: its impact, started in its proposer's name, for whoever
+    decides it."""
+    return impact(candidate_of_proposal(proposal, user=user), user=user, start=True)
+
+
+def draft_impact_start(*, user: Any) -> Impact:
+    """The draft just changed (a proposal approved): its impact, for whoever publishes it."""
+    return impact(candidate_of_draft(user=user), user=user, start=True)
+
+
+def pending_impacts_start(*, user: Any) -> list[Impact]:
+    """A version just published: the pending proposals (the newest
+    PENDING_MEASURED_ON_PUBLISH) now apply to a new draft, each measured again. One that no
+    longer applies to it is left: its page says why."""
+    started = []
+    pending = RuleProposal.objects.filter(state=RuleProposal.State.PENDING).order_by("-id")
+    for proposal in pending[:PENDING_MEASURED_ON_PUBLISH]:
+        try:
+            started.append(proposal_impact_start(proposal, user=user))
+        except (PolicyError, ValueError):
+            continue
+    return started
 
 
 def candidate_for(kind: str, number: int | None = None, *, user: Any = None) -> PolicyCandidate:

@@ -5,11 +5,12 @@ runs' own days (Run.started_at: the run's clock, else when it arrived). Each cou
 down to its runs and their tickets.
 
 Counted in SQL over the stored verdicts and findings: one statement for every count of a
-page, three for a page of drill-down."""
+page, three for a page of drill-down (how many, and a page's runs with their items)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
@@ -21,9 +22,9 @@ from reviewapp.infra.sql import as_date, day_of, timestamp_param, week_of
 from reviewapp.judging.blocking import (
     DIMENSIONS,
     ItemFilter,
-    RunsPage,
+    RunItems,
+    RunsFound,
     blocked_items_sql,
-    runs_page,
 )
 from reviewapp.models import Judgement, Run, Ticket
 from reviewapp.review.opening import ticket_key
@@ -107,27 +108,25 @@ def blocked_counts(window: Window) -> BlockedCounts:
     )
 
 
-def blocked_runs(
-    window: Window, item_filter: ItemFilter, *, page: int = 1, per_page: int = 25
-) -> RunsPage:
-    """The runs behind a count, newest first, with the blocked items that match."""
+def blocked_runs(window: Window, item_filter: ItemFilter) -> RunsFound:
+    """The runs behind a count, newest first, with the blocked items that match (read as
+    they are paged through)."""
     with_items, params = _with_items(window)
     where, where_params = item_filter.where(window)
-    found = runs_page(with_items, params, where, where_params, number=page, per_page=per_page)
-    tickets_attach(found)
-    return found
+    return RunsFound(with_items, params, where, where_params)
 
 
-def tickets_attach(found: RunsPage) -> None:
+def tickets_attach(runs: Iterable[RunItems]) -> None:
     """Name, on each item, the ticket its run has for it (if any): the run's ticket for the
     conflict (run, entity, field) or the finding kind, whichever judgement opened it."""
+    runs = list(runs)
     wanted: dict[tuple[int, str], list[Any]] = defaultdict(list)
-    for run in found.runs:
+    for run in runs:
         for item in run.items:
             wanted[(run.pk, ticket_key(*item.ticket_parts))].append(item)
     if not wanted:
         return
-    tickets = Ticket.objects.filter(run_id__in={run.pk for run in found.runs}).values_list(
+    tickets = Ticket.objects.filter(run_id__in={run.pk for run in runs}).values_list(
         "run_id", "key", "pk"
     )
     for run_pk, key, pk in tickets:

@@ -179,12 +179,6 @@ class MonthTally:
         return self.counts.unexplained - self.previous.unexplained
 
     @property
-    def change_percent(self) -> float | None:
-        if self.change is None or self.previous is None or not self.previous.unexplained:
-            return None
-        return 100 * self.change / self.previous.unexplained
-
-    @property
     def spike(self) -> bool:
         return self.has_tally and is_spike(self.counts.unexplained, _unexplained(self.previous))
 

@@ -254,11 +254,9 @@ def counted_selection(filters: QueueFilters, user) -> Q:
     return query
 
 
-def queue_page(filters: QueueFilters, user, *, number: int, per_page: int) -> QuerySet[Ticket]:
-    """One page of the filtered queue, sorted (read when used: ask for the columns shown)."""
-    start = (max(number, 1) - 1) * per_page
-    tickets = filtered_tickets(filters, user).order_by(*SORTS[filters.sort])
-    return tickets[start : start + per_page]
+def queue_tickets(filters: QueueFilters, user) -> QuerySet[Ticket]:
+    """The filtered queue, sorted (read when used: page it, and ask for the columns shown)."""
+    return filtered_tickets(filters, user).order_by(*SORTS[filters.sort])
 
 
 def queue_version(filters: QueueFilters, user) -> str:

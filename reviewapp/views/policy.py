@@ -30,10 +30,15 @@ from reviewapp.policy.versions import (
     approved_unpublished,
     draft_document,
 )
+from reviewapp.replay.impact import (
+    draft_impact_start,
+    pending_impacts_start,
+    proposal_impact_start,
+)
 from reviewapp.review.errors import TicketActionError
 from reviewapp.review.stamp import DataStamp, data_stamp
 from reviewapp.views import review_bulk
-from reviewapp.views.replay import impact_context
+from reviewapp.views.replay import impact_context, impact_found
 
 VERSIONS_PER_PAGE = 20
 
@@ -179,6 +184,7 @@ def propose_view(request: HttpRequest) -> HttpResponse:
             except (PolicyError, PolicyWorkError, ValueError) as exc:
                 form.add_error(None, str(exc))
             else:
+                proposal_impact_start(proposal, user=request.user)
                 messages.success(
                     request,
                     f"Proposal #{proposal.pk} recorded: it now needs another person's approval.",
@@ -252,6 +258,7 @@ def proposal_detail(request: HttpRequest, pk: int) -> HttpResponse:
         and proposal.state == RuleProposal.State.PENDING
         and proposal.proposed_by_id != request.user.pk
     )
+    show_impact = proposal.state != RuleProposal.State.REJECTED and proposal.published_in_id is None
     context = {
         "proposal": proposal,
         # What a pending proposal meets in the draft it would be added to.
@@ -262,11 +269,12 @@ def proposal_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "change_json": json.dumps(proposal.change, indent=2, ensure_ascii=False),
         "can_decide": can_decide,
         "form": DecisionForm(),
-        # Its impact (views.replay), asked for as the page loads: while it is undecided or
-        # waits in the draft, what it would change is what an approver needs to see.
-        "show_impact": proposal.state != RuleProposal.State.REJECTED
-        and proposal.published_in_id is None,
-        **impact_context(request, None, "proposal", pk),
+        # Its impact (views.replay), measured when it was proposed: while it is undecided
+        # or waits in the draft, what it would change is what an approver needs to see.
+        "show_impact": show_impact,
+        **impact_context(
+            request, impact_found("proposal", pk) if show_impact else None, "proposal", pk
+        ),
     }
     return render(request, "policy/proposal.html", context)
 
@@ -291,8 +299,10 @@ def proposal_decide(request: HttpRequest, pk: int) -> HttpResponse:
     except (PolicyError, PolicyWorkError, ValueError) as exc:
         messages.error(request, str(exc))
     else:
-        decided = "approved" if form.cleaned_data["decision"] == "approve" else "rejected"
-        messages.success(request, f"Proposal #{pk} {decided}.")
+        approved = form.cleaned_data["decision"] == "approve"
+        if approved:  # the draft changed: whoever publishes it sees what it would do
+            draft_impact_start(user=request.user)
+        messages.success(request, f"Proposal #{pk} {'approved' if approved else 'rejected'}.")
     return redirect("proposal-detail", pk=pk)
 
 
@@ -304,14 +314,18 @@ def draft_view(request: HttpRequest) -> HttpResponse:
         draft = draft_document()
     except (PolicyError, ValueError) as exc:
         error = str(exc)
+    waiting = approved_unpublished()
     context = {
         "active_number": number,
-        "waiting": approved_unpublished(),
+        "waiting": waiting,
         "diff": diff_documents(active, draft).lines(),
         "draft_json": json.dumps(draft, indent=2, ensure_ascii=False),
         "error": error,
         "form": PublishForm(),
-        **impact_context(request, None, "draft"),
+        # What the approved changes would do, measured when the last was approved.
+        **impact_context(
+            request, impact_found("draft") if waiting and not error else None, "draft"
+        ),
     }
     return render(request, "policy/draft.html", context)
 
@@ -330,6 +344,8 @@ def publish_view(request: HttpRequest) -> HttpResponse:
     except (PolicyError, PolicyWorkError, ValueError) as exc:
         messages.error(request, str(exc))
         return redirect("policy-draft")
+    # The pending proposals now apply to a new draft: what each would do is measured again.
+    pending_impacts_start(user=request.user)
     messages.success(
         request,
         format_html(
@@ -365,6 +381,7 @@ def import_view(request: HttpRequest) -> HttpResponse:
             request, f"Not a valid policy: {'; '.join(getattr(exc, 'errors', [str(exc)]))}"
         )
         return redirect("policy-home")
+    proposal_impact_start(proposal, user=request.user)
     messages.success(
         request, f"Imported as proposal #{proposal.pk}: it needs another person's approval."
     )

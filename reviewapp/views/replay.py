@@ -26,7 +26,12 @@ from reviewapp.engine import PolicyError
 from reviewapp.forms.replay import ReplayForm
 from reviewapp.ingest.workers import silent_since
 from reviewapp.models import PolicyCandidate, PolicyVersion, ReplayJob, ReplayResult, RuleProposal
-from reviewapp.policy.candidates import candidate_of_draft, candidate_of_proposal
+from reviewapp.policy.candidates import (
+    candidate_of_draft,
+    candidate_of_proposal,
+    made_candidate_of_draft,
+    made_candidate_of_proposal,
+)
 from reviewapp.replay import results
 from reviewapp.replay.compare import FLAGS
 from reviewapp.replay.fixtures import FixtureError
@@ -239,28 +244,47 @@ def _candidate(kind: str, pk: int, user) -> PolicyCandidate:
     raise Http404("no such candidate")
 
 
+def impact_found(kind: str, pk: int = 0) -> Impact | None:
+    """The candidate's impact as measured so far; None when nothing was ever made of the
+    draft or proposal as it stands, or it makes no valid policy. Reads only: a page that
+    shows it starts nothing, and makes nothing in its reader's name."""
+    try:
+        if kind == "draft":
+            candidate = made_candidate_of_draft()
+        elif kind == "proposal":
+            candidate = made_candidate_of_proposal(get_object_or_404(RuleProposal, pk=pk))
+        else:
+            raise Http404("no such candidate")
+    except (PolicyError, ValueError):  # the draft refuses it: the page says why
+        return None
+    return None if candidate is None else impact(candidate)
+
+
 @require_http_methods(["GET", "POST"])
 def impact_view(request: HttpRequest, kind: str, pk: int = 0) -> HttpResponse:
     """GET: the candidate's replays as they are (polled while any runs: 286 once all ended).
-    POST: start those missing or out of date first (the page does it as it loads)."""
-    start = request.method == "POST"
-    if start and not request.user.has_perm(RUN_REPLAY):
+    POST: start those missing or out of date (a new snapshot of the desk with `again`)."""
+    if request.method == "GET":
+        found = impact_found(kind, pk)
+    elif not request.user.has_perm(RUN_REPLAY):
         return HttpResponse("You may not start replays.", status=403)
-    found = impact(
-        _candidate(kind, pk, request.user),
-        user=request.user,
-        start=start,
-        again=start and request.POST.get("again") == "1",
-    )
+    else:
+        try:
+            candidate = _candidate(kind, pk, request.user)
+        except (PolicyError, ValueError) as exc:
+            context = impact_context(request, None, kind, pk)
+            return render(request, "replay/_impact.html", {**context, "refused": str(exc)})
+        found = impact(
+            candidate, user=request.user, start=True, again=request.POST.get("again") == "1"
+        )
     response = render(request, "replay/_impact.html", impact_context(request, found, kind, pk))
-    if found.finished and not start:
+    if request.method == "GET" and (found is None or found.finished):
         response.status_code = HTMX_STOP_POLLING
     return response
 
 
 def impact_context(request: HttpRequest, found: Impact | None, kind: str, pk: int = 0) -> dict:
-    """What templates/replay/_impact.html shows; `found` None: a placeholder that asks for
-    it as the page loads (POST, starting what is missing, for those who may)."""
+    """What templates/replay/_impact.html shows (`found` None: nothing measured yet)."""
     open_rows: list[tuple[str, str, int]] = []
     if found is not None:
         for job in found.jobs:

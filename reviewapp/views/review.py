@@ -10,17 +10,18 @@ from typing import Any
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
+from django.core.paginator import Paginator
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils.functional import SimpleLazyObject
+from django.utils.functional import SimpleLazyObject, cached_property
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from reviewapp.accounts.roles import WORK_TICKET
 from reviewapp.forms import review as review_forms
-from reviewapp.forms.fields import whole_number
 from reviewapp.models import AuditEvent, PolicyVersion, Run, Ticket, TicketComment
 from reviewapp.review import changes, counts, errors, queue, related, runs, stamp
 from reviewapp.review.evidence import handoff_package, ticket_evidence, with_judgement
@@ -42,12 +43,12 @@ EVIDENCE_CACHE_SECONDS = 600
 def ticket_queue(request: HtmxHttpRequest) -> HttpResponse:
     filters = queue.queue_filters(request.GET)
     facets = counts.facet_counts(filters, request.user)
-    number = _page_number(request.GET.get("page"), facets.total)
+    tickets = queue.queue_tickets(filters, request.user).values(*review_rows.QUEUE_ROW_COLUMNS)
+    page = _CountedQueue(tickets, facets.total).get_page(request.GET.get("page"))
     can_work = request.user.has_perm(WORK_TICKET)
     # The template caches what it renders from these under facets.version, so they are
     # lazy: read and formatted only when that cache has nothing yet.
     facet_links = SimpleLazyObject(lambda: _facet_links(filters, facets))
-    shown = queue.queue_page(filters, request.user, number=number, per_page=TICKETS_PER_PAGE)
     context = {
         "filters": filters,
         "facets": facets,
@@ -71,11 +72,11 @@ def ticket_queue(request: HtmxHttpRequest) -> HttpResponse:
             for n in PolicyVersion.objects.order_by("-number").values_list("number", flat=True)
         ],
         "query": urlencode(filters.as_params()),
-        "page": _QueuePage(number, facets.total),
+        "page": page,
         "families": SimpleLazyObject(lambda: _family_rows(filters, request.user, facets.version)),
         "families_shown": FAMILIES_SHOWN,
         "rows": lambda: review_rows.queue_rows(
-            shown.values(*review_rows.QUEUE_ROW_COLUMNS),
+            page.object_list,
             can_work=can_work,
             queue_query=urlencode(filters.as_params()),
         ),
@@ -101,51 +102,17 @@ def _family_rows(filters: queue.QueueFilters, user, version: str) -> list:
     ]
 
 
-class _QueuePage:
-    """The page of the queue shown; its total comes from the (cached) counts."""
+class _CountedQueue(Paginator):
+    """Pages of the queue, whose number of tickets is the counts' (cached) total: paging
+    asks the database nothing, and a page's tickets are read only when its rows are."""
 
-    def __init__(self, number: int, total: int):
-        self.number = number
-        self.num_pages = max(1, -(-total // TICKETS_PER_PAGE))
+    def __init__(self, tickets: QuerySet, total: int):
+        super().__init__(tickets, TICKETS_PER_PAGE)
         self.total = total
 
-    @property
-    def paginator(self) -> _QueuePage:
-        """As a Django Page's (templates/_pagination.html reads its num_pages): itself."""
-        return self
-
-    @property
-    def has_other_pages(self) -> bool:
-        return self.num_pages > 1
-
-    @property
-    def has_previous(self) -> bool:
-        return self.number > 1
-
-    @property
-    def has_next(self) -> bool:
-        return self.number < self.num_pages
-
-    @property
-    def previous_page_number(self) -> int:
-        return self.number - 1
-
-    @property
-    def next_page_number(self) -> int:
-        return self.number + 1
-
-    @property
-    def first_index(self) -> int:
-        return (self.number - 1) * TICKETS_PER_PAGE + 1 if self.total else 0
-
-    @property
-    def last_index(self) -> int:
-        return min(self.total, self.number * TICKETS_PER_PAGE)
-
-
-def _page_number(raw: str | None, total: int) -> int:
-    last = max(1, -(-total // TICKETS_PER_PAGE))
-    return min(max(whole_number(raw) or 1, 1), last)
+    @cached_property
+    def count(self) -> int:
+        return self.total
 
 
 TEXT_FILTERS = ("reason", "finding_kind", "field", "action", "source", "assignee", "agent")

@@ -1,20 +1,19 @@
 """Shadow mode in the browser: what the active policy blocked, what a candidate in shadow
 would change, what the live gate answered; every count drills down to its runs; exports;
-and the approver's actions (put a candidate in shadow, take it out, backfill a window,
-choose an action's gate mode). Views compose reports (blocked counts), replay (shadow
-designations and comparisons) and gate (answers and modes), which never import each other.
-"""
+and the approver's actions (put a candidate in shadow, take it out, backfill a window).
+Views compose reports (blocked counts), shadow (designations and comparisons) and gate
+(answers), which never import each other. The gate's own page is views/gate.py."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import fields
-from datetime import date
 from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
+from django.core.paginator import Paginator
 from django.db.models import F
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -22,25 +21,25 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from reviewapp.accounts.roles import APPROVE_RULE
-from reviewapp.forms.fields import whole_number
-from reviewapp.forms.shadow import BackfillForm, GateModeForm, ShadowEndForm, ShadowStartForm
-from reviewapp.gate.answers import DECISIONS, answer_counts, recent_answers
-from reviewapp.gate.modes import GateModeError, mode_history, mode_set, modes_current
+from reviewapp.forms.fields import whole_number, window_asked
+from reviewapp.forms.review import form_errors
+from reviewapp.forms.shadow import BackfillForm, ShadowEndForm, ShadowStartForm
+from reviewapp.gate.answers import answer_counts
 from reviewapp.infra.csv_export import attachment, csv_response
-from reviewapp.infra.days import Window, WindowError
+from reviewapp.infra.days import Window
 from reviewapp.judging.blocking import DIMENSIONS, ItemFilter
 from reviewapp.models import PolicyVersion, ShadowBackfill, ShadowDesignation
-from reviewapp.replay.backfill import backfill_start
-from reviewapp.replay.shadow import (
+from reviewapp.reports.blocked import blocked_counts, blocked_runs, tickets_attach
+from reviewapp.shadow.backfill import backfill_start
+from reviewapp.shadow.compare import STATUSES, comparison, comparison_runs
+from reviewapp.shadow.designations import (
     ShadowError,
-    batches_waiting,
     candidate_choices,
     candidate_choose,
     shadow_end,
     shadow_start,
 )
-from reviewapp.replay.shadow_compare import STATUSES, comparison, comparison_runs
-from reviewapp.reports.blocked import blocked_counts, blocked_runs, tickets_attach
+from reviewapp.shadow.judging import batches_waiting
 from reviewapp.views.charts import day_chart
 
 DIMENSION_LABELS = {
@@ -53,13 +52,6 @@ DIMENSION_LABELS = {
 STATUS_LABELS = {"new": "would newly block", "unblocked": "would unblock", "unchanged": "unchanged"}
 ROWS_SHOWN = 12
 RUNS_PER_PAGE = 25
-
-
-def _window(request: HttpRequest) -> tuple[Window, str]:
-    try:
-        return Window.read(request.GET.get("since"), request.GET.get("until")), ""
-    except WindowError as error:
-        return Window.last(28), f"{error}; showing the last 28 days"
 
 
 FILTERS = {f.name for f in fields(ItemFilter)}
@@ -86,7 +78,7 @@ def _selected(request: HttpRequest, designations: list[ShadowDesignation]):
 
 @require_GET
 def shadow_page(request: HttpRequest) -> HttpResponse:
-    window, window_error = _window(request)
+    window, window_error = window_asked(request.GET)
     designations = list(
         ShadowDesignation.objects.select_related(
             "candidate", "candidate__proposal", "started_by", "ended_by"
@@ -182,9 +174,8 @@ def _comparison_context(designation: ShadowDesignation, window: Window) -> dict[
 @require_GET
 def shadow_runs(request: HttpRequest) -> HttpResponse:
     """The runs behind a count: under the active policy, or of a candidate's comparison."""
-    window, window_error = _window(request)
+    window, window_error = window_asked(request.GET)
     item_filter = ItemFilter.read(request.GET)
-    page = whole_number(request.GET.get("page")) or 1
     designation = None
     status = request.GET.get("status")
     if request.GET.get("scope") == "shadow":
@@ -192,12 +183,11 @@ def shadow_runs(request: HttpRequest) -> HttpResponse:
             ShadowDesignation.objects.select_related("candidate"),
             pk=whole_number(request.GET.get("designation")) or 0,
         )
-        found = comparison_runs(
-            designation, window, item_filter, status=status, page=page, per_page=RUNS_PER_PAGE
-        )
-        tickets_attach(found)
+        found = comparison_runs(designation, window, item_filter, status=status)
     else:
-        found = blocked_runs(window, item_filter, page=page, per_page=RUNS_PER_PAGE)
+        found = blocked_runs(window, item_filter)
+    page = Paginator(found, RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    tickets_attach(page)
     query = request.GET.copy()
     query.pop("page", None)
     query.pop("run", None)
@@ -207,7 +197,8 @@ def shadow_runs(request: HttpRequest) -> HttpResponse:
         "designation": designation,
         "status": STATUS_LABELS.get(status or "", ""),
         "described": item_filter.described(),
-        "page": found,
+        "found": found,
+        "page": page,
         "query": query.urlencode(),
         "back": reverse("shadow")
         + f"?{window.query()}"
@@ -221,7 +212,7 @@ def shadow_runs(request: HttpRequest) -> HttpResponse:
 def shadow_start_view(request: HttpRequest) -> HttpResponse:
     form = ShadowStartForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Not put in shadow: " + _errors(form))
+        messages.error(request, "Not put in shadow: " + form_errors(form))
         return redirect("shadow")
     try:
         candidate = candidate_choose(form.cleaned_data["candidate"], user=request.user)
@@ -261,7 +252,7 @@ def shadow_backfill_view(request: HttpRequest, pk: int) -> HttpResponse:
     designation = get_object_or_404(ShadowDesignation.objects.select_related("candidate"), pk=pk)
     form = BackfillForm(request.POST)
     if not form.is_valid() or form.window is None:
-        messages.error(request, "Not backfilled: " + _errors(form))
+        messages.error(request, "Not backfilled: " + form_errors(form))
     else:
         since, until = form.window
         try:
@@ -286,10 +277,6 @@ def _backfills(designation: ShadowDesignation) -> dict[str, Any]:
     return {"backfills": backfills, "backfilling": any(not b.is_finished for b in backfills)}
 
 
-def _errors(form) -> str:
-    return " ".join(str(e) for errors in form.errors.values() for e in errors)
-
-
 # --- exports ------------------------------------------------------------------------------
 
 
@@ -297,7 +284,7 @@ EXPORT_HEADER = ["source", "policy", "since", "until", "grouping", "value", "mea
 
 
 def _export(request: HttpRequest) -> tuple[Window, list[list[Any]], dict[str, Any]]:
-    window, _ = _window(request)
+    window, _ = window_asked(request.GET)
     number = _active_number()
     active_label = f"v{number} (active)" if number else "built-in default (active)"
     blocked = blocked_counts(window)
@@ -365,56 +352,3 @@ def shadow_export_json(request: HttpRequest) -> HttpResponse:
     )
     response["Content-Disposition"] = attachment(f"blocked-{window.since}-{window.until}.json")
     return response
-
-
-# --- the gate -----------------------------------------------------------------------------
-
-
-@require_GET
-def gate_page(request: HttpRequest) -> HttpResponse:
-    window, window_error = _window(request)
-    current = {mode.action: mode for mode in modes_current()}
-    gate = answer_counts(window)
-    seen = {action for action, _ in gate.by_action if action}
-    seen |= {value for value, _ in blocked_counts(window).by["action"] if value}
-    actions = [(action, current.get(action)) for action in sorted(seen | set(current))]
-    decision = request.GET.get("decision")
-    try:
-        day = date.fromisoformat(request.GET.get("day", ""))
-    except ValueError:
-        day = None
-    context = {
-        "window": window,
-        "window_error": window_error,
-        "actions": actions,
-        "gate": gate,
-        "history": mode_history(),
-        "answers": recent_answers(decision=decision, action=request.GET.get("action"), day=day),
-        "decision": decision,
-        "decisions": DECISIONS,
-        "day": day,
-        "can_approve": request.user.has_perm(APPROVE_RULE),
-        "form": GateModeForm(),
-    }
-    return render(request, "shadow/gate.html", context)
-
-
-@require_POST
-@permission_required(APPROVE_RULE, raise_exception=True)
-def gate_mode_view(request: HttpRequest) -> HttpResponse:
-    form = GateModeForm(request.POST)
-    if not form.is_valid():
-        messages.error(request, "Not changed: " + _errors(form))
-        return redirect("gate")
-    try:
-        chosen = mode_set(
-            form.cleaned_data["action"],
-            form.cleaned_data["mode"],
-            user=request.user,
-            reason=form.cleaned_data["reason"],
-        )
-    except GateModeError as exc:
-        messages.error(request, f"Not changed: {exc}.")
-    else:
-        messages.success(request, f"The gate now answers {chosen.action} in {chosen.mode} mode.")
-    return redirect("gate")

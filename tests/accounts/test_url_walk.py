@@ -27,7 +27,7 @@ from reviewapp.policy.candidates import candidate_of_draft, candidate_of_version
 from reviewapp.policy.versions import policy_version_publish, proposal_create, proposal_decide
 from reviewapp.replay.fixtures import freeze_ticket
 from reviewapp.replay.jobs import job_start, job_work
-from reviewapp.replay.shadow import shadow_start
+from reviewapp.shadow.designations import shadow_start
 from tests.conftest import make_user
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""The OpenTelemetry adapter (reviewapp/otel.py): golden conversions of real exporter output,
+"""The OpenTelemetry adapter (reviewapp/ingest/otel/): golden conversions of real exporter output,
 the edge cases of research §8, and properties over generated documents. No database."""
 
 import base64

@@ -8,6 +8,7 @@ import pytest
 
 from reviewapp.models import FixtureSet, ReplayJob, Ticket
 from reviewapp.policy.versions import proposal_decide
+from reviewapp.replay.impact import proposal_impact_start
 from tests.browser import chromium, log_in
 from tests.replay.conftest import propose_owner
 
@@ -80,16 +81,21 @@ def test_an_approver_sees_the_impact_of_a_proposal_before_deciding(
     browser, worker, live_server, small_desk, reviewer, approver
 ):
     proposal = propose_owner(reviewer)
+    # Measured as it is proposed (views.policy.propose_view), in the proposer's name.
+    proposal_impact_start(proposal, user=reviewer)
+    started = set(ReplayJob.objects.values_list("pk", flat=True))
     base = live_server.url
     page = browser.new_page()
     log_in(page, base, "abel")
     page.goto(f"{base}/policy/proposals/{proposal.pk}/")
-    # Started as the page loads, polled until the worker is done with every open ticket.
+    # Polled until the worker is done with every open ticket.
     page.wait_for_selector("#impact-settled", timeout=60_000)
     assert page.inner_text("#impact-settled") == "17 open tickets"
     assert page.inner_text("#impact-newly_unsafe") == "0"
     assert page.is_visible(f"text=prospective under v1 draft with proposal #{proposal.pk}")
     job = ReplayJob.objects.get()
-    assert (job.started_by, job.reason) == (approver, f"impact of {job.candidate.label}")
+    assert (job.started_by, job.reason) == (reviewer, f"impact of {job.candidate.label}")
     assert page.is_visible("#approve")
+    # Reading the page, and polling it, started nothing.
+    assert set(ReplayJob.objects.values_list("pk", flat=True)) == started
     page.close()

@@ -100,7 +100,7 @@ def test_the_regression_suite_is_replayed_and_its_changes_counted(small_desk, re
     run_all(found)
     found = impact(found.candidate, user=reviewer)
     assert found.finished
-    assert found.regressions == 1
+    assert [job.changed_groups for _, job in found.suite] == [0, 1]
     assert [job.reason for _, job in found.suite] == [
         f"regression suite, impact of {found.candidate.label}"
     ] * 2

@@ -11,8 +11,16 @@ import pytest
 from django.urls import reverse
 from django_htmx.http import HTMX_STOP_POLLING
 
-from reviewapp.models import FixtureSet, ReplayJob, ReplayResult, Ticket
+from reviewapp.models import (
+    FixtureSet,
+    PolicyCandidate,
+    ReplayJob,
+    ReplayResult,
+    RuleProposal,
+    Ticket,
+)
 from reviewapp.policy.candidates import candidate_of_proposal
+from reviewapp.policy.versions import proposal_decide
 from reviewapp.replay.fixtures import freeze_ticket, suite_mark
 from reviewapp.replay.jobs import job_start, job_work
 from tests.replay.conftest import propose_owner
@@ -236,39 +244,83 @@ def test_every_replay_page_needs_a_login_and_viewers_read_them(client, viewer, f
         assert client.get(url).status_code in (200, HTMX_STOP_POLLING), url
 
 
-def test_a_proposal_page_starts_its_impact_as_it_loads(
+OWNER_FORM = {
+    "kind": "authoritative-source",
+    "field": "status",
+    "source": "order-ledger",
+    "rationale": "order-ledger owns status",
+}
+
+
+def test_a_proposal_s_impact_starts_as_it_is_proposed_not_as_its_page_is_read(
     client, reviewer, approver, viewer, small_desk
 ):
-    proposal = propose_owner(reviewer)
     suite_mark(freeze_ticket(Ticket.objects.first(), name="suite one"), in_suite=True)
+    client.force_login(reviewer)
+    client.post(reverse("policy-propose"), OWNER_FORM)
+    proposal = RuleProposal.objects.get()
+    # Every open ticket, and the suite's one set: in the proposer's name.
+    started = list(ReplayJob.objects.select_related("candidate"))
+    assert len(started) == 2
+    assert {(job.started_by, job.candidate.proposal) for job in started} == {(reviewer, proposal)}
     impact_url = reverse("replay-impact-proposal", args=[proposal.pk])
-    client.force_login(viewer)
-    page = client.get(reverse("proposal-detail", args=[proposal.pk])).content.decode()
-    assert f'hx-get="{impact_url}"' in page and 'hx-trigger="load"' in page
-    assert (
-        client.get(impact_url).status_code == HTMX_STOP_POLLING
-    )  # nothing started, nothing to poll
-    assert not ReplayJob.objects.exists()
-    client.force_login(approver)
-    page = client.get(reverse("proposal-detail", args=[proposal.pk])).content.decode()
-    assert f'hx-post="{impact_url}"' in page
-    started = client.post(impact_url).content.decode()
-    assert ReplayJob.objects.count() == 2  # every open ticket, and the suite's one set
-    assert (
-        'hx-trigger="every 1s"' in started and "prospective under v1 draft with proposal" in started
-    )
-    for job in ReplayJob.objects.all():
+    for user in (viewer, approver):
+        client.force_login(user)
+        page = client.get(reverse("proposal-detail", args=[proposal.pk])).content.decode()
+        assert f'hx-get="{impact_url}"' in page and 'hx-trigger="every 1s"' in page
+        assert "prospective under v1 draft with proposal" in page
+    for job in started:
         job_work(job.pk, budget=60)
     done = client.get(impact_url)
     assert done.status_code == HTMX_STOP_POLLING
     body = done.content.decode()
     assert 'id="impact-settled"' in body and ">17</a> open tickets" in body
     assert "1 group changed" in body or "unchanged" in body
-    # The draft page shows the draft's impact the same way.
-    assert (
-        'hx-post="/replay/impact/draft/"'
-        not in client.get(reverse("policy-draft")).content.decode()
-    )
+    assert ReplayJob.objects.count() == 2
+
+
+def test_reading_a_proposal_or_the_draft_starts_nothing_and_offers_to_measure(
+    client, reviewer, approver, viewer, small_desk
+):
+    proposal = propose_owner(reviewer)  # made without its page: nothing was measured
+    proposal_decide(proposal=propose_owner(reviewer, "erp"), user=approver, approve=True, reason="")
+    pages = [
+        reverse("proposal-detail", args=[proposal.pk]),
+        reverse("policy-draft"),
+        reverse("replay-impact-proposal", args=[proposal.pk]),
+        reverse("replay-impact-draft"),
+    ]
+    candidates = PolicyCandidate.objects.count()
+    for user in (viewer, approver):
+        client.force_login(user)
+        for url in pages:
+            response = client.get(url)
+            assert response.status_code in (200, HTMX_STOP_POLLING), url
+            body = response.content.decode()
+            assert 'id="impact-none"' in body and "every 1s" not in body, url
+            assert ('id="impact-measure"' in body) == (user == approver), url
+    assert (ReplayJob.objects.count(), PolicyCandidate.objects.count()) == (0, candidates)
+    # Measured when asked for, by a POST, in the name of who asked.
+    impact_url = reverse("replay-impact-proposal", args=[proposal.pk])
+    started = client.post(impact_url).content.decode()
+    assert 'hx-trigger="every 1s"' in started
+    assert list(ReplayJob.objects.values_list("started_by", flat=True)) == [approver.pk]
+
+
+def test_approving_measures_the_draft_and_publishing_the_proposals_still_pending(
+    client, reviewer, approver, small_desk
+):
+    waiting, pending = propose_owner(reviewer), propose_owner(reviewer, "erp")
+    client.force_login(approver)
+    client.post(reverse("proposal-decide", args=[waiting.pk]), {"decision": "approve"})
+    draft = ReplayJob.objects.get()
+    assert (draft.candidate.kind, draft.started_by) == ("draft", approver)
+    assert 'id="impact-none"' not in client.get(reverse("policy-draft")).content.decode()
+    client.post(reverse("policy-publish"), {"reason": "the ledger owns status"})
+    measured = ReplayJob.objects.exclude(pk=draft.pk).get()
+    assert (measured.candidate.proposal, measured.candidate.base_number) == (pending, 1)
+    page = client.get(reverse("proposal-detail", args=[pending.pk])).content.decode()
+    assert "prospective under v2 draft with proposal" in page
 
 
 def test_list_and_detail_pages_run_a_bounded_number_of_queries(

@@ -1,5 +1,5 @@
 """The app's routes, and one that fails, as a page and as the API: for the headers of a 500
-(test_headers.py)."""
+(tests/security/test_headers.py)."""
 
 from django.contrib.auth.decorators import login_not_required
 from django.urls import path

@@ -67,7 +67,7 @@ def shadow_document():
 def draft_in_shadow(demo_desk, reviewer, approver):
     """The shadow document approved, so the draft; the draft in shadow."""
     from reviewapp.policy.candidates import candidate_of_draft
-    from reviewapp.replay.shadow import shadow_start
+    from reviewapp.shadow.designations import shadow_start
 
     proposal = policy_document_import(
         user=reviewer, document=shadow_document(), rationale="what if the ledger owned it"

@@ -5,12 +5,13 @@ import json
 from datetime import timedelta
 
 import pytest
+from django.core.paginator import Paginator
 
 from reviewapp.demo.corpus import DEMO_POLICY
 from reviewapp.infra.days import Window
 from reviewapp.judging.blocking import ItemFilter
 from reviewapp.models import Finding, Ticket
-from reviewapp.reports.blocked import blocked_counts, blocked_runs
+from reviewapp.reports.blocked import blocked_counts, blocked_runs, tickets_attach
 from tests.seeding import ingest_lines
 from tests.shadow import brute
 from tests.shadow.conftest import publish
@@ -54,18 +55,19 @@ def test_each_count_drills_down_to_its_runs_and_tickets(demo_desk):
         (ItemFilter(week=items[-1].day), [i for i in items if i.week == items[-1].week]),
     ]:
         runs = {i.run for i in expected}
-        first = blocked_runs(window, item_filter, page=1, per_page=10)
-        assert (first.total_runs, first.total_items) == (len(runs), len(expected)), item_filter
-        seen = []
-        for number in range(1, first.pages + 1):
-            page = blocked_runs(window, item_filter, page=number, per_page=10)
-            seen += [(run.pk, len(run.items)) for run in page.runs]
+        found = blocked_runs(window, item_filter)
+        assert (found.count(), found.total_items) == (len(runs), len(expected)), item_filter
+        pages = Paginator(found, 10)
+        seen = [(run.pk, len(run.items)) for n in pages.page_range for run in pages.page(n)]
         assert sorted(seen) == sorted(
             (run, sum(1 for i in expected if i.run == run)) for run in runs
         )
+        newest_first = [run.started_at for run in found[:]]
+        assert newest_first == sorted(newest_first, reverse=True)
     # Every unsafe verdict of a current judgement has its ticket, and the drill-down names it.
-    page = blocked_runs(window, ItemFilter(reason="no-approved-precedence"), per_page=50)
-    linked = [item for run in page.runs for item in run.items]
+    page = blocked_runs(window, ItemFilter(reason="no-approved-precedence"))[:50]
+    tickets_attach(page)
+    linked = [item for run in page for item in run.items]
     assert linked and all(item.ticket_id for item in linked)
     tickets = Ticket.objects.in_bulk([item.ticket_id for item in linked])
     assert all(tickets[item.ticket_id].field == item.field for item in linked)

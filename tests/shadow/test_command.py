@@ -7,7 +7,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from reviewapp.infra.days import Window
-from reviewapp.replay.shadow import shadow_judge_batch
+from reviewapp.shadow.judging import shadow_judge_batch
 from tests.shadow import brute
 from tests.shadow.conftest import demo_month
 
@@ -61,7 +61,7 @@ def test_the_active_version_alone_and_mistakes(demo_desk):
 def test_the_candidate_in_shadow_now_is_the_one_counted(draft_in_shadow, reviewer, approver):
     from reviewapp.policy.candidates import candidate_of_proposal
     from reviewapp.policy.versions import proposal_create
-    from reviewapp.replay.shadow import shadow_end, shadow_start
+    from reviewapp.shadow.designations import shadow_end, shadow_start
 
     shadow_end(draft_in_shadow, user=approver)
     proposal = proposal_create(

@@ -10,7 +10,7 @@ from django.db.models import Max
 from reviewapp.gate.answers import answer_counts
 from reviewapp.infra.days import Window
 from reviewapp.models import GateAnswer, Judgement, Run, ShadowBackfill, ShadowDesignation
-from reviewapp.replay.shadow_compare import comparison
+from reviewapp.shadow.compare import comparison
 
 pytestmark = pytest.mark.django_db
 

@@ -23,16 +23,10 @@ from reviewapp.models import (
     Verdict,
 )
 from reviewapp.policy.candidates import candidate_of_version
-from reviewapp.replay.backfill import backfill_start, backfill_step
-from reviewapp.replay.shadow import (
-    ShadowError,
-    batches_waiting,
-    shadow_catch_up,
-    shadow_end,
-    shadow_judge_batch,
-    shadow_start,
-)
-from reviewapp.replay.shadow_compare import comparison, comparison_runs
+from reviewapp.shadow.backfill import backfill_start, backfill_step
+from reviewapp.shadow.compare import comparison, comparison_runs
+from reviewapp.shadow.designations import ShadowError, shadow_end, shadow_start
+from reviewapp.shadow.judging import batches_waiting, shadow_catch_up, shadow_judge_batch
 from tests.seeding import ingest_lines, line
 from tests.shadow import brute
 from tests.shadow.conftest import demo_month
@@ -137,12 +131,10 @@ def test_the_comparison_equals_a_brute_force_one(draft_in_shadow, tmp_path):
             } == dict(by_action)
         # Each count drills down to its runs.
         for status in ("new", "unblocked", "unchanged"):
-            page = comparison_runs(
-                draft_in_shadow, window, ItemFilter(), status=status, per_page=500
-            )
-            assert page.total_items == len(expected[status])
-            assert {run.pk for run in page.runs} == {item.run for item in expected[status]}
-            assert {item.status for run in page.runs for item in run.items} <= {status}
+            found = comparison_runs(draft_in_shadow, window, ItemFilter(), status=status)
+            assert found.total_items == len(expected[status])
+            assert {run.pk for run in found[:]} == {item.run for item in expected[status]}
+            assert {item.status for run in found[:] for item in run.items} <= {status}
     # What changes, as the document says: stale-search status messages newly blocked,
     # chargeback store credits and unchecked refunds unblocked.
     month = Window.last(28)
@@ -162,7 +154,7 @@ def test_pending_runs_are_those_ingested_in_shadow_and_not_yet_judged(draft_in_s
     sent = []
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("django.conf.settings.SHADOW_REQUEUE_SECONDS", 0)
-        patch.setattr("reviewapp.replay.shadow.app.send_task", lambda *a, **k: sent.append(a))
+        patch.setattr("reviewapp.shadow.judging.app.send_task", lambda *a, **k: sent.append(a))
         assert shadow_catch_up() == 1  # beat would send it again
     assert sent == [("reviewapp.tasks.shadow_judge_batch_task",)]
     shadow_judge_batch(max(summary.batch_pks))
@@ -193,9 +185,9 @@ def test_putting_in_and_taking_out_of_shadow_is_audited_and_guarded(
 
 
 def test_a_backfill_goes_chunk_by_chunk_and_shows_its_progress(draft_in_shadow, monkeypatch):
-    monkeypatch.setattr("reviewapp.replay.backfill.RUNS_PER_CHUNK", 40)
+    monkeypatch.setattr("reviewapp.shadow.backfill.RUNS_PER_CHUNK", 40)
     sent = []
-    monkeypatch.setattr("reviewapp.replay.backfill.app.send_task", lambda *a, **k: sent.append(a))
+    monkeypatch.setattr("reviewapp.shadow.backfill.app.send_task", lambda *a, **k: sent.append(a))
     backfill = backfill_start(
         draft_in_shadow, since=brute.today() - timedelta(days=40), until=brute.today(), user=None
     )

@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from reviewapp.gate.modes import mode_set
 from reviewapp.models import AuditEvent, GateAnswer, ShadowBackfill, ShadowDesignation
-from reviewapp.replay.shadow import shadow_judge_batch
+from reviewapp.shadow.judging import shadow_judge_batch
 from tests.seeding import ingest_lines, line
 from tests.shadow.conftest import demo_month
 

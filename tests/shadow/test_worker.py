@@ -10,7 +10,7 @@ from reviewapp.demo.corpus import demo_lines
 from reviewapp.ingest.tokens import create_token
 from reviewapp.judging.store import SHADOW
 from reviewapp.models import IngestBatch, Judgement, Run, ShadowBackfill, ShadowBatch, Ticket
-from reviewapp.replay.backfill import backfill_start
+from reviewapp.shadow.backfill import backfill_start
 from tests.ingest.test_worker import post_api, wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]

@@ -16,8 +16,8 @@ from django.db.models import F
 from reviewapp.infra.days import Window, WindowError
 from reviewapp.judging.blocking import DIMENSIONS
 from reviewapp.models import PolicyVersion, ShadowDesignation
-from reviewapp.replay.shadow_compare import Comparison, comparison
 from reviewapp.reports.blocked import BlockedCounts, blocked_counts
+from reviewapp.shadow.compare import Comparison, comparison
 
 
 class Command(BaseCommand):

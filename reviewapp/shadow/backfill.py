@@ -26,7 +26,8 @@ from django.utils import timezone
 from reviewapp.celery import app
 from reviewapp.infra.days import Window
 from reviewapp.models import AuditEvent, Run, ShadowBackfill, ShadowDesignation
-from reviewapp.replay.shadow import ShadowError, shadow_judge_runs
+from reviewapp.shadow.designations import ShadowError
+from reviewapp.shadow.judging import shadow_judge_runs
 
 log = logging.getLogger(__name__)
 BACKFILL_TASK = "reviewapp.tasks.shadow_backfill_task"

@@ -1,8 +1,9 @@
 """The demo's replay screens (manage.py seed_demo): the desk's largest conflict family
 frozen and put in the regression suite, a reviewer's proposal drawn from it (its first
 source owns its field), and that family replayed under the draft with the proposal, on
-the spot, so that the first page anyone opens shows a finished replay. Run again, it
-leaves what it made as it is."""
+the spot, so that the first page anyone opens shows a finished replay. The proposal's
+impact over every open ticket is started as the propose page starts it, for a worker.
+Run again, it leaves what it made as it is."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from reviewapp.models import FixtureSet, RuleProposal, Ticket
 from reviewapp.policy.candidates import candidate_of_proposal
 from reviewapp.policy.versions import proposal_create
 from reviewapp.replay.fixtures import freeze_family, suite_mark
+from reviewapp.replay.impact import proposal_impact_start
 from reviewapp.replay.jobs import job_start, job_work
 
 DEMO_SET = "Demo: the largest conflict family"
@@ -58,6 +60,7 @@ def seed_demo_replay(*, reviewer: Any) -> str:
     )
     job_work(job.pk, budget=float("inf"))
     job.refresh_from_db()
+    proposal_impact_start(proposal, user=reviewer)
     return (
         f"Demo replay: {fixture_set.run_count} runs of the largest family under proposal "
         f"#{proposal.pk}, {job.state}: {job.changed_groups} groups changed, "

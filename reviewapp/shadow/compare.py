@@ -15,12 +15,7 @@ from django.db import connection
 
 from reviewapp.infra.days import Window
 from reviewapp.infra.sql import as_date, day_of, timestamp_param, week_of
-from reviewapp.judging.blocking import (
-    ItemFilter,
-    RunsPage,
-    blocked_items_sql,
-    runs_page,
-)
+from reviewapp.judging.blocking import ItemFilter, RunsFound, blocked_items_sql
 from reviewapp.judging.store import SHADOW
 from reviewapp.models import Judgement, Run, ShadowDesignation
 
@@ -161,14 +156,11 @@ def comparison_runs(
     item_filter: ItemFilter,
     *,
     status: str | None = None,
-    page: int = 1,
-    per_page: int = 25,
-) -> RunsPage:
-    """The runs behind a count of the comparison, newest first, with their items."""
+) -> RunsFound:
+    """The runs behind a count of the comparison, newest first, with their items (read as
+    they are paged through)."""
     with_items, params = _with_items(designation.candidate_id, window)
     where, where_params = item_filter.where(window)
     if status in STATUSES:
         where, where_params = f"{where} AND status = %s", [*where_params, status]
-    return runs_page(
-        with_items, params, where, where_params, number=page, per_page=per_page, status=True
-    )
+    return RunsFound(with_items, params, where, where_params, status=True)
