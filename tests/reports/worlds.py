@@ -30,6 +30,7 @@ from reviewapp.models import (
 )
 from reviewapp.review import changes as ticket_changes
 from reviewapp.review.opening import ticket_key
+from tests.roles import person_set_up_before
 
 ZONES = ("UTC", "Europe/Paris", "America/Los_Angeles", "Pacific/Kiritimati")
 ENTITIES = (None, "order-1", "order-2")
@@ -247,7 +248,10 @@ def _move(ticket: Ticket, closing: str, cause: str, actor) -> None:
 def change(built: Built, wanted: list[dict]) -> None:
     """Judge some runs again (with, for some, a clock and an agent from a late
     run_started, as ingest does), and close and reopen tickets as reviewers do."""
-    actor, _ = User.objects.get_or_create(username="world-reviewer")
+    # The app's role may not write accounts: the reviewer is set up as the owner, once.
+    actor = User.objects.filter(username="world-reviewer").first() or person_set_up_before(
+        User, "world-reviewer", "world-reviewer-password", None
+    )
     for run, line, spec in zip(built.runs, built.lines, wanted, strict=False):
         if spec["judged_again"] is not None:
             if spec["hours"] is not None:
