@@ -39,7 +39,6 @@ import django  # noqa: E402
 django.setup()
 
 from django.conf import settings  # noqa: E402
-from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import setup_databases, teardown_databases  # noqa: E402
 
@@ -225,7 +224,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=20261201)
     parser.add_argument("--rounds", type=int, default=2, help="ingests of each kind")
     args = parser.parse_args()
-    if connection.vendor != "postgresql":
+    if not os.environ.get("DATABASE_URL"):
         sys.exit("benchmarks/shadow.py needs DATABASE_URL pointing at a PostgreSQL server")
     settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = (
         f"crosscheck_shadow_bench_{os.getpid()}"

@@ -340,7 +340,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=1_000_000, help="verdict groups to seed")
     parser.add_argument("--rounds", type=int, default=15, help="timings of each")
     args = parser.parse_args()
-    if connection.vendor != "postgresql":
+    if not os.environ.get("DATABASE_URL"):
         sys.exit("benchmarks/tallies.py needs DATABASE_URL pointing at a PostgreSQL server")
     settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = (
         f"crosscheck_tallies_bench_{os.getpid()}"

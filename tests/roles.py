@@ -77,7 +77,7 @@ def people_set_up_before_install(owner_connection, app_role: str) -> None:
 
 def person_set_up_before(users, username: str, password: str, role: str | None):
     """An account with this role (None: none) that exists before the test, unaudited."""
-    if not (separate() and connection.vendor == "postgresql"):
+    if not separate():
         user = users.objects.create_user(username=username, password=password)
         if role:
             user.groups.add(Group.objects.get(name=role))

@@ -1,15 +1,11 @@
-"""What the database refuses, on PostgreSQL (the test database) and on SQLite (a migrated
-file): every append-only model refuses UPDATE, DELETE and TRUNCATE; a decided proposal
-keeps its decision; a policy version publishes a proposal someone other than its proposer
-approved; only an active judgement is a run's current one or opens a ticket."""
+"""What the database refuses: every append-only model refuses UPDATE, DELETE and TRUNCATE;
+a decided proposal keeps its decision; a policy version publishes a proposal someone other
+than its proposer approved; only an active judgement is a run's current one or opens a
+ticket."""
 
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
-import subprocess
-import sys
 from datetime import date
 from pathlib import Path
 
@@ -281,142 +277,6 @@ def test_a_version_must_publish_the_approved_proposal_behind_it(reviewer, approv
     assert PolicyVersion.objects.get() == version
 
 
-@pytest.fixture(scope="module")
-def sqlite_database(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("sqlite")
-    database = folder / "guards.sqlite3"
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"sqlite:///{database}",
-        "CROSSCHECK_VAR_DIR": str(folder),
-        "DJANGO_SETTINGS_MODULE": "reviewapp.settings",
-    }
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
-    return database
-
-
-def test_sqlite_refuses_update_and_delete_of_what_is_append_only(sqlite_database):
-    with sqlite3.connect(sqlite_database) as db:
-        names = {name for (name,) in db.execute("SELECT name FROM sqlite_master")}
-        for model in APPEND_ONLY:
-            table = model._meta.db_table
-            assert {f"{table}_no_update", f"{table}_no_delete"} <= names, table
-        db.execute(
-            "INSERT INTO reviewapp_auditevent (verb, target, data, created_at, channel, "
-            "prev_hash, hash) VALUES ('claimed', 'ticket 1', '{}', '2026-11-30 00:00:00', "
-            "'web', '', '')"
-        )
-        with pytest.raises(sqlite3.IntegrityError, match="append-only: UPDATE"):
-            db.execute("UPDATE reviewapp_auditevent SET verb = 'rewritten'")
-        with pytest.raises(sqlite3.IntegrityError, match="append-only: DELETE"):
-            db.execute("DELETE FROM reviewapp_auditevent")
-        assert db.execute("SELECT verb FROM reviewapp_auditevent").fetchall() == [("claimed",)]
-
-
-def test_sqlite_keeps_a_decided_proposal_as_decided(sqlite_database):
-    with sqlite3.connect(sqlite_database) as db:
-        db.execute(
-            "INSERT INTO reviewapp_ruleproposal (kind, change, sentence, rationale, "
-            "proposed_by_id, created_at, base_number, state, decision_reason) VALUES "
-            "('authoritative-source', '{}', 's', 'r', 1, '2026-11-30 00:00:00', 0, 'pending', '')"
-        )
-        db.execute("UPDATE reviewapp_ruleproposal SET state = 'approved', decided_by_id = 2")
-        with pytest.raises(sqlite3.IntegrityError, match="a decided proposal cannot be changed"):
-            db.execute("UPDATE reviewapp_ruleproposal SET state = 'rejected'")
-        with pytest.raises(sqlite3.IntegrityError, match="a decided proposal cannot be changed"):
-            db.execute("UPDATE reviewapp_ruleproposal SET rationale = 'other'")
-        db.execute("UPDATE reviewapp_ruleproposal SET published_in_id = 7")
-        with pytest.raises(sqlite3.IntegrityError, match="a decided proposal cannot be changed"):
-            db.execute("UPDATE reviewapp_ruleproposal SET published_in_id = 8")
-        with pytest.raises(sqlite3.IntegrityError, match="append-only: DELETE"):
-            db.execute("DELETE FROM reviewapp_ruleproposal")
-
-
-def test_sqlite_refuses_a_version_with_no_approved_proposal_waiting(sqlite_database):
-    version = (
-        "INSERT INTO reviewapp_policyversion (number, name, document, reason, based_on, "
-        "published_by_id, published_at) VALUES (?, '', '{}', '', 0, 1, '2026-11-30')"
-    )
-    with sqlite3.connect(sqlite_database) as db:
-        db.execute(
-            "INSERT INTO reviewapp_ruleproposal (id, kind, change, sentence, rationale, "
-            "proposed_by_id, created_at, base_number, state, decision_reason) VALUES (40, "
-            "'require-review', '{}', 's', 'r', 1, '2026-11-30 00:00:00', 0, 'pending', '')"
-        )
-        with pytest.raises(sqlite3.IntegrityError, match=UNAPPROVED):
-            db.execute(version, (41,))
-        db.execute(
-            "UPDATE reviewapp_ruleproposal SET state = 'approved', decided_by_id = 2 WHERE id = 40"
-        )
-        published = db.execute(version, (41,)).lastrowid
-        db.execute(
-            "UPDATE reviewapp_ruleproposal SET published_in_id = ? WHERE id = 40", (published,)
-        )
-        with pytest.raises(sqlite3.IntegrityError, match=UNAPPROVED):
-            db.execute(version, (42,))
-
-
-def test_sqlite_gives_a_role_with_its_audit_event(sqlite_database):
-    # One role does everything on SQLite: the same one path, in Python (seed_demo uses it).
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"sqlite:///{sqlite_database}",
-        "CROSSCHECK_VAR_DIR": str(sqlite_database.parent),
-        "DJANGO_SETTINGS_MODULE": "reviewapp.settings",
-        "DEMO_PASSWORD": "a-demo-password",
-    }
-    for _ in range(2):
-        subprocess.run(
-            [sys.executable, "manage.py", "seed_demo", "--no-corpus"],
-            cwd=ROOT,
-            env=env,
-            check=True,
-            capture_output=True,
-        )
-    with sqlite3.connect(sqlite_database) as db:
-        given = db.execute(
-            "SELECT target, data FROM reviewapp_auditevent WHERE verb = 'account.role' "
-            "ORDER BY position"
-        ).fetchall()
-        roles = db.execute(
-            "SELECT u.username, u.is_superuser, g.name FROM auth_user u JOIN auth_user_groups m "
-            "ON m.user_id = u.id JOIN auth_group g ON g.id = m.group_id WHERE u.username = 'admin'"
-        ).fetchall()
-    assert [target for target, _ in given] == [
-        f"account {name}" for name in ("reviewer", "reviewer2", "approver", "viewer", "admin")
-    ]
-    assert json.loads(given[-1][1]) == {
-        "role": "admin",
-        "before": [],
-        "superuser": True,
-        "created": True,
-    }
-    assert roles == [("admin", 1, "admin")]
-
-
-def test_sqlite_makes_only_an_active_judgement_current(sqlite_database):
-    with sqlite3.connect(sqlite_database) as db:
-        db.execute(
-            "INSERT INTO reviewapp_run (id, run_id, agent, started_at, first_ingested_at) "
-            "VALUES (1, 'r1', '', '2026-11-30', '2026-11-30')"
-        )
-        db.execute(
-            "INSERT INTO reviewapp_policycandidate (id, kind, document, sha256, number, "
-            "base_number, created_at) VALUES (1, 'draft', '{}', 'x', 1, 0, '2026-11-30')"
-        )
-        for pk, purpose, candidate in ((1, "active", None), (2, "shadow", 1)):
-            db.execute(
-                "INSERT INTO reviewapp_judgement (id, run_id, purpose, candidate_id, "
-                "policy_number, through_record_id, verdict_count, conflict_count, "
-                "unsafe_count, finding_count, created_at) "
-                "VALUES (?, 1, ?, ?, 0, 1, 0, 0, 0, 0, '2026-11-30')",
-                (pk, purpose, candidate),
-            )
-        db.execute("UPDATE reviewapp_run SET current_judgement_id = 1")
-        with pytest.raises(sqlite3.IntegrityError, match="only an active judgement"):
-            db.execute("UPDATE reviewapp_run SET current_judgement_id = 2")
-
-
 # The foreign keys of lines, records and tickets are checked once per statement (guards.references
 # and guards.referenced), not row by row at commit: each still refuses what one refuses.
 POINTING_AT_NOTHING = 10**12
@@ -508,44 +368,3 @@ def test_postgresql_refuses_deleting_a_run_or_batch_its_records_or_lines_point_a
                 owner.execute(f"DELETE FROM {table} WHERE id = %s", [pk])
     assert Run.objects.filter(pk=record.run_id).exists()
     assert IngestBatch.objects.filter(pk=record.line.batch_id).exists()
-
-
-def test_sqlite_refuses_a_record_pointing_at_no_row_and_deleting_what_is_pointed_at(
-    sqlite_database,
-):
-    with sqlite3.connect(sqlite_database) as db:
-        db.execute(
-            "INSERT INTO reviewapp_run (id, run_id, agent, started_at, first_ingested_at) "
-            "VALUES (7, 'r7', '', '2026-11-30', '2026-11-30')"
-        )
-        db.execute(
-            "INSERT INTO reviewapp_ingestbatch (id, public_id, channel, file_name, "
-            "content_sha256, size_bytes, stored_path, state, lines, accepted, duplicates, "
-            "rejected, identical, runs, tickets, ignored, bytes_done, attempts, parts, error, "
-            "created_at) "
-            "VALUES (7, 'b7', 'cli', 'f', 'x', 0, '', 'done', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, '', "
-            "'2026-11-30')"
-        )
-        with pytest.raises(sqlite3.IntegrityError, match="points at no row"):
-            db.execute(
-                "INSERT INTO reviewapp_traceline (batch_id, identity, line_number, raw, "
-                "accepted, reason, format, ignored) VALUES (8, 'i', 1, x'7b7d', 0, '', '', 0)"
-            )
-        db.execute(
-            "INSERT INTO reviewapp_traceline (id, batch_id, identity, line_number, raw, "
-            "accepted, reason, format, ignored) VALUES (7, 7, 'i', 1, x'7b7d', 1, '', '', 0)"
-        )
-        for run_pk, line_pk in ((8, 7), (7, 8)):
-            with pytest.raises(sqlite3.IntegrityError, match="points at no row"):
-                db.execute(
-                    "INSERT INTO reviewapp_tracerecord (run_id, line_id, type, key, source, "
-                    "data) VALUES (?, ?, 'agent_action', '', '', '{}')",
-                    (run_pk, line_pk),
-                )
-        db.execute(
-            "INSERT INTO reviewapp_tracerecord (run_id, line_id, type, key, source, data) "
-            "VALUES (7, 7, 'agent_action', '', '', '{}')"
-        )
-        for table in ("reviewapp_run", "reviewapp_ingestbatch"):
-            with pytest.raises(sqlite3.IntegrityError, match="still pointed at"):
-                db.execute(f"DELETE FROM {table} WHERE id = 7")

@@ -5,14 +5,13 @@ delivery of the same lines afterwards is still a duplicate, and the guards still
 
 Each database is made at 0028, filled through the models as they were at 0028, migrated
 to the newest migration and then ingested into, all by `manage.py` in processes of their
-own, on SQLite and on PostgreSQL (a throwaway database beside the test database)."""
+own, in a throwaway database beside the test database."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import uuid
@@ -161,14 +160,6 @@ def manage_env(url: str, folder: Path) -> dict[str, str]:
     env.pop("MIGRATE_DATABASE_URL", None)
     env.pop("REDIS_URL", None)
     return env
-
-
-def test_an_sqlite_database_with_lines_stored_before_0029_upgrades_whole(tmp_path):
-    database = tmp_path / "upgrade.sqlite3"
-    summary, stored = upgrade_and_redeliver(manage_env(f"sqlite:///{database}", tmp_path), tmp_path)
-    assert_upgraded(summary, stored)
-    with sqlite3.connect(database) as db, pytest.raises(sqlite3.IntegrityError, match="append"):
-        db.execute("UPDATE reviewapp_traceline SET reason = 'rewritten'")
 
 
 def test_a_postgresql_database_with_lines_stored_before_0029_upgrades_whole(tmp_path):

@@ -6,9 +6,8 @@ it runs (audit_channel): the web's middleware, the policy command.
 
 The chain: each event has a place (`position` 1, 2, 3...), the previous event's hash and its
 own, the SHA-256 of its content and that previous hash (content_text says exactly what is
-hashed). On PostgreSQL a trigger writes them as the row is inserted, under a lock on the
-chain's head row (models.guards.audit_chain), whatever inserts it; on SQLite, which has one
-writer at a time, this module does. audit_verify() recomputes everything in Python and names
+hashed). A trigger writes them as the row is inserted, under a lock on the chain's head row
+(models.guards.audit_chain), whatever inserts it. audit_verify() recomputes everything in Python and names
 the first event where the chain breaks: an edited event no longer matches its hash, a deleted
 one leaves a gap, reordered ones no longer link, and the last ones deleted leave the head
 pointing past the end. (Whoever can rewrite the whole table can also rewrite the whole
@@ -18,12 +17,11 @@ with --expect to prove nothing before it changed.)"""
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import Any
 
 from django.db import connection, transaction
@@ -66,18 +64,7 @@ def audit_records(events: Sequence[AuditEvent]) -> None:
     for event in events:
         event.channel = event.channel or current_channel()
         event.created_at = now
-    if connection.vendor == "postgresql":
-        AuditEvent.objects.bulk_create(events)  # the trigger chains them
-        return
-    with transaction.atomic():
-        head, _ = AuditChain.objects.select_for_update().get_or_create(pk=1)
-        for event in events:
-            event.position = head.position + 1
-            event.prev_hash = head.last_hash
-            event.hash = event_hash(content_text(event, json.dumps(event.data)))
-            head.position, head.last_hash = event.position, event.hash
-        AuditEvent.objects.bulk_create(events)
-        head.save(update_fields=["position", "last_hash"])
+    AuditEvent.objects.bulk_create(events)  # the trigger chains them
 
 
 def content_text(event: AuditEvent, data_text: str) -> str:
@@ -114,10 +101,6 @@ class ChainReport:
     @property
     def intact(self) -> bool:
         return not self.problems
-
-
-# The data column as the database writes it out: the text the trigger hashed.
-_DATA_TEXT = {"postgresql": "data::text", "sqlite": "data"}
 
 
 def audit_verify(*, expect: tuple[int, str] | None = None, limit: int = 20) -> ChainReport:
@@ -164,9 +147,9 @@ def audit_verify(*, expect: tuple[int, str] | None = None, limit: int = 20) -> C
 def _events_in_order() -> Iterator[tuple[AuditEvent, str]]:
     table = AuditEvent._meta.db_table
     columns = "id, position, created_at, actor_id, verb, ticket_id, target, channel"
-    data = _DATA_TEXT[connection.vendor]
+    # The data column as the database writes it out: the text the trigger hashed.
     query = (
-        f"SELECT {columns}, prev_hash, hash, {data} FROM {table} "  # noqa: S608 (no input)
+        f"SELECT {columns}, prev_hash, hash, data::text FROM {table} "  # noqa: S608 (no input)
         "ORDER BY position NULLS FIRST, id"
     )
     with transaction.atomic(), connection.cursor() as cursor:
@@ -185,8 +168,6 @@ def _events_in_order() -> Iterator[tuple[AuditEvent, str]]:
                 own,
                 text,
             ) in rows:
-                if isinstance(created, str):  # SQLite hands back text
-                    created = datetime.fromisoformat(created)
                 if timezone.is_naive(created):
                     created = timezone.make_aware(created, UTC)
                 event = AuditEvent(

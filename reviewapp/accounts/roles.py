@@ -2,7 +2,7 @@
 on the server, never only by hiding a button.
 
 A person gets an account or a role one way only, account_role_set, which records an audit
-event whenever it changes anything. On PostgreSQL the database does it: the app's role may
+event whenever it changes anything. The database does it: the app's role may
 not write memberships, permissions or the superuser flag (reviewapp/infra/roles.py), and
 calls reviewapp_account_set (migration 0033), a function that runs as the owner of the
 tables and records the event in the same statement, so that no role is given silently."""
@@ -12,9 +12,9 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
 from django.contrib.auth.models import Group, Permission
-from django.db import connection, transaction
+from django.db import connection
 
-from reviewapp.accounts.audit import audit_record, current_channel
+from reviewapp.accounts.audit import current_channel
 
 VIEWER, REVIEWER, APPROVER, ADMIN = "viewer", "reviewer", "approver", "admin"
 INGEST = "reviewapp.ingest_traces"
@@ -61,37 +61,13 @@ def account_role_set(
         raise ValueError(f"no role named {role!r}")
     users = get_user_model()
     name = users.normalize_username(username)
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT reviewapp_account_set(%s, %s, %s, %s, %s, %s)",
-                [name, make_password(password), role, superuser, _pk(actor), current_channel()],
-            )
-            (pk,) = cursor.fetchone()
-        return users.objects.get(pk=pk)
-    # SQLite: one role does everything; the same changes and event, in one transaction.
-    with transaction.atomic():
-        user, created = users.objects.get_or_create(
-            username=name, defaults={"password": make_password(password)}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT reviewapp_account_set(%s, %s, %s, %s, %s, %s)",
+            [name, make_password(password), role, superuser, _pk(actor), current_channel()],
         )
-        before = sorted(user.groups.values_list("name", flat=True))
-        wanted = [role] if role is not None else []
-        flags = (user.is_superuser, user.is_staff)
-        if not created and before == wanted and flags == (superuser, superuser):
-            return user
-        user.is_superuser = user.is_staff = superuser
-        user.save(update_fields=["is_superuser", "is_staff"])
-        user.groups.set([Group.objects.get(name=wanted_role) for wanted_role in wanted])
-        audit_record(
-            actor=actor,
-            verb=ROLE_CHANGED,
-            target=f"account {name}",
-            role=role,
-            before=before,
-            superuser=superuser,
-            created=created,
-        )
-    return user
+        (pk,) = cursor.fetchone()
+    return users.objects.get(pk=pk)
 
 
 def _pk(actor: Any) -> int | None:

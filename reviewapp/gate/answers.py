@@ -11,7 +11,6 @@ from datetime import date
 from django.db import connection
 
 from reviewapp.infra.days import Window
-from reviewapp.infra.sql import as_date, day_of, json_elements, timestamp_param
 from reviewapp.infra.storable_text import NUL
 from reviewapp.models import GateAnswer
 
@@ -79,8 +78,8 @@ class AnswerCounts:
 def answer_counts(window: Window) -> AnswerCounts:
     """Every count of the window's answers."""
     inside = "a.created_at >= %s AND a.created_at < %s"
-    params = [timestamp_param(window.start), timestamp_param(window.end)]
-    day = f"CAST({day_of('a.created_at')} AS TEXT)"
+    params = [window.start, window.end]
+    day = "CAST((a.created_at AT TIME ZONE 'UTC')::date AS TEXT)"
     statement = " UNION ALL ".join(
         [
             f"SELECT 'all' AS grouping, '' AS value, a.decision, count(*) FROM {ANSWERS} a "
@@ -90,7 +89,7 @@ def answer_counts(window: Window) -> AnswerCounts:
             f"SELECT 'action', a.action, a.decision, count(*) FROM {ANSWERS} a WHERE {inside} "
             "GROUP BY a.action, a.decision",
             f"SELECT 'reason', r.value, '', count(*) FROM {ANSWERS} a "
-            f"CROSS JOIN {json_elements('a.reasons')} AS r WHERE {inside} "
+            f"CROSS JOIN jsonb_array_elements_text(a.reasons) AS r WHERE {inside} "
             "AND a.decision IN ('block', 'would-block') GROUP BY r.value",
         ]
     )
@@ -103,7 +102,7 @@ def answer_counts(window: Window) -> AnswerCounts:
                 reasons[value] = int(count)
             else:
                 found[grouping][value or ""].counts[decision] = int(count)
-    by_day = {as_date(day): counts for day, counts in found["day"].items()}
+    by_day = {date.fromisoformat(day): counts for day, counts in found["day"].items()}
     return AnswerCounts(
         window=window,
         total=found["all"].get("", Decisions()),

@@ -1,4 +1,4 @@
-"""Fast inserts of many new rows: COPY on PostgreSQL, bulk_create elsewhere.
+"""Fast inserts of many new rows: binary COPY.
 
 Used for what ingestion writes by the hundred thousand (lines, records, judgements,
 verdicts, findings, tickets), where building model instances and preparing every value
@@ -40,11 +40,6 @@ def insert_rows(
     by_attname = {field.attname: field for field in meta.concrete_fields}
     named = [by_attname[name] for name in attnames]
     omitted = _omitted_columns(model, attnames)
-    if connection.vendor != "postgresql":
-        instances = [model(**dict(zip(attnames, row, strict=True))) for row in rows]
-        created = model._default_manager.bulk_create(instances, batch_size=500)
-        return [instance.pk for instance in created] if return_ids else []
-
     ids = reserve_ids(model, len(rows)) if return_ids else []
     columns = ([meta.pk] if return_ids else []) + named + [field for field, _ in omitted]
     constant = [value() for _, value in omitted]

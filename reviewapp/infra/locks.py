@@ -20,10 +20,7 @@ BATCH_LOCK_SPACE = 0x1B47C4
 @contextmanager
 def advisory_lock(first: int, second: int, *, wait: bool = False) -> Iterator[bool]:
     """The advisory lock (first, second) on this connection: taken if free, or, with
-    `wait`, once it is. SQLite serialises writers by itself: there, every caller takes it."""
-    if connection.vendor != "postgresql":
-        yield True
-        return
+    `wait`, once it is."""
     with connection.cursor() as cursor:
         if wait:
             cursor.execute("SELECT pg_advisory_lock(%s, %s), true", [first, second])
@@ -40,10 +37,10 @@ def advisory_lock(first: int, second: int, *, wait: bool = False) -> Iterator[bo
 
 def locks_held(first_keys: Iterable[int]) -> set[tuple[int, int]]:
     """The (first, second) advisory locks some session of this database holds now, among
-    those whose first key is one of `first_keys`. None is known off PostgreSQL."""
+    those whose first key is one of `first_keys`."""
     # pg_locks shows a two-key lock's keys as oids (unsigned): map them back to int4.
     keys = [key & 0xFFFFFFFF for key in first_keys]
-    if connection.vendor != "postgresql" or not keys:
+    if not keys:
         return set()
     with connection.cursor() as cursor:
         cursor.execute(

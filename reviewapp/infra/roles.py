@@ -29,8 +29,7 @@ may set) is honoured only for a session of a role that owns the table
 anyway: the session's role, not the role a function runs as, so that a trigger running
 as the owner (audit_chain) cannot be skipped by the app's role.
 
-Without MIGRATE_DATABASE_URL (scripts/run on SQLite, a single-role setup) nothing here
-does anything."""
+Without MIGRATE_DATABASE_URL (a single-role setup) nothing here does anything."""
 
 from __future__ import annotations
 
@@ -111,7 +110,7 @@ def as_owner(alias: str = DEFAULT_DB_ALIAS) -> Iterator[bool]:
     the owner's credentials); True when it switched. Outside any transaction."""
     owner = owner_credentials()
     connection = connections[alias]
-    if owner is None or connection.vendor != "postgresql":
+    if owner is None:
         yield False
         return
     if connection.settings_dict.get("USER") == owner["USER"]:
@@ -154,7 +153,7 @@ def app_role_grant(using: str, models: Iterable[Any]) -> bool:
     (as the owner, after migrate); False when there is no separate app role."""
     role = getattr(settings, "APP_DATABASE_ROLE", "")
     connection = connections[using]
-    if not role or connection.vendor != "postgresql":
+    if not role:
         return False
     quote = connection.ops.quote_name
     with connection.cursor() as cursor:

@@ -121,11 +121,10 @@ def create_batch(
 
 def _parts_for(channel: str, size: int) -> int:
     """Into how many parts (ingest.parts) a delivery is split: INGEST_PARTS from
-    INGEST_PARTS_MIN_BYTES on, on PostgreSQL only (SQLite takes one writer at a time).
-    Never what is ingested while the client waits (ingest.receive), nor OTLP spans, an
-    external format that one part would store whole."""
+    INGEST_PARTS_MIN_BYTES on. Never what is ingested while the client waits
+    (ingest.receive), nor OTLP spans, an external format that one part would store whole."""
     smallest = max(settings.INGEST_PARTS_MIN_BYTES, settings.INGEST_INLINE_MAX_BYTES + 1)
-    if connection.vendor != "postgresql" or channel == IngestBatch.Channel.OTLP or size < smallest:
+    if channel == IngestBatch.Channel.OTLP or size < smallest:
         return 1
     return max(1, settings.INGEST_PARTS)
 
@@ -225,8 +224,6 @@ def _lost(held: set[tuple[int, int]], *, silent_before: Any) -> list[IngestBatch
     """Running batches whose worker is gone: a whole batch whose lock nobody holds, or a
     batch in parts with a part that is running although nobody holds that part's lock.
     (Parts still queued behind other work are waiting, not lost: the silence rule is theirs.)"""
-    if connection.vendor != "postgresql":
-        return []  # SQLite keeps no locks to ask about: only the silence rule applies there
     silent = (
         IngestBatch.objects.exclude(channel=IngestBatch.Channel.CLI)
         .alias(silent_since=Coalesce("heartbeat_at", "created_at"))

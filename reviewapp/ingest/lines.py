@@ -21,8 +21,6 @@ import hashlib
 from dataclasses import dataclass, replace
 from typing import Any
 
-from django.db import connection
-
 from reviewapp.engine import (
     AgentAction,
     Observation,
@@ -345,19 +343,12 @@ def _insert_returning(lines: list[Line]) -> dict[str, int]:
     columns = ", ".join(LINE_COLUMNS)
     values = [list(column) for column in zip(*(line.row for line in lines), strict=True)]
     sql = f"INSERT INTO {table} ({columns}) {{rows}} ON CONFLICT (identity) DO NOTHING RETURNING identity, id"
-    if connection.vendor == "postgresql":
-        # Eight array parameters instead of eight per line, bound apart from the statement:
-        # quoting the raw bytes into its text would cost more than the insert.
-        rows = "SELECT * FROM unnest(%s::bigint[], %s::text[]::uuid[], %s::integer[], %s::bytea[], %s::boolean[], %s::text[], %s::text[], %s::integer[])"
-        with bound_cursor() as cursor:
-            cursor.execute(sql.format(rows=rows), values, binary=True)
-            return {identity.hex: line_id for identity, line_id in cursor.fetchall()}
-    rows = "VALUES " + ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s)"] * len(lines))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            sql.format(rows=rows), [value for row in zip(*values, strict=True) for value in row]
-        )
-        return dict(cursor.fetchall())
+    # Eight array parameters instead of eight per line, bound apart from the statement:
+    # quoting the raw bytes into its text would cost more than the insert.
+    rows = "SELECT * FROM unnest(%s::bigint[], %s::text[]::uuid[], %s::integer[], %s::bytea[], %s::boolean[], %s::text[], %s::text[], %s::integer[])"
+    with bound_cursor() as cursor:
+        cursor.execute(sql.format(rows=rows), values, binary=True)
+        return {identity.hex: line_id for identity, line_id in cursor.fetchall()}
 
 
 def _record_key(record: Any) -> tuple[str, str]:

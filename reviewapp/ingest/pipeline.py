@@ -145,7 +145,7 @@ def run_retrying[T](batch: IngestBatch, work: Callable[[], T]) -> T:
 def batch_lock(batch_pk: int, *, wait: bool = False) -> Iterator[bool]:
     """A PostgreSQL advisory lock on the batch for as long as this connection holds it
     (a killed worker's connection ends, and the lock with it): taken if free, or, with
-    `wait`, once it is. SQLite serialises writers by itself: there, every caller takes it."""
+    `wait`, once it is."""
     with advisory_lock(BATCH_LOCK_SPACE, batch_pk, wait=wait) as taken:
         yield taken
 

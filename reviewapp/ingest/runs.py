@@ -7,11 +7,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection
 from django.utils import timezone
 
 from reviewapp.engine import RunStarted
-from reviewapp.infra.bulk import bound_cursor, insert_rows
+from reviewapp.infra.bulk import bound_cursor
 from reviewapp.infra.times import parse_timestamp
 from reviewapp.ingest.formats import DecodedUnit
 from reviewapp.models import Run
@@ -65,11 +64,6 @@ def _insert_runs(rows: list[tuple[Any, ...]]) -> dict[str, int]:
     """Create these runs (RUN_COLUMNS rows) unless they exist; {run id: pk} of those this
     call created. Two deliveries of one new run at once: one creates it, the other waits for
     that commit and then finds it made."""
-    if connection.vendor != "postgresql":
-        # SQLite takes the write lock when the chunk's transaction begins: nobody else can
-        # create a run between the lookup and this insert.
-        ids = insert_rows(Run, RUN_COLUMNS, rows, return_ids=True)
-        return {row[0]: pk for pk, row in zip(ids, rows, strict=True)}
     columns = [list(column) for column in zip(*rows, strict=True)]
     columns[2] = [None if subject is None else json.dumps(subject) for subject in columns[2]]
     with bound_cursor() as cursor:
@@ -94,9 +88,6 @@ def _new_run(run_id: str, start: RunStarted | None, now) -> tuple[Any, ...]:
 def _known_runs(run_ids: list[str]) -> dict[str, RunInfo]:
     if not run_ids:
         return {}
-    if connection.vendor != "postgresql":
-        found = Run.objects.filter(run_id__in=run_ids).values_list("pk", "run_id", "agent")
-        return {run_id: RunInfo(pk, agent, False) for pk, run_id, agent in found}
     # One array parameter, bound apart from the statement: a chunk names a thousand runs,
     # which Django would quote into the SQL text one by one.
     with bound_cursor() as cursor:

@@ -6,9 +6,7 @@ same transaction state, the same advisory lock): the thread that reads and decod
 not touch the database meanwhile. Waiting on PostgreSQL releases the GIL, so decoding
 goes on during it. Chunks are written one at a time and in order, and at most one chunk
 waits decoded: memory stays that of two chunks. An error of the writer is raised in the
-reading thread, at its next hand-over or at the end.
-
-Off PostgreSQL (SQLite), each chunk is written as it is handed over, in the same thread."""
+reading thread, at its next hand-over or at the end."""
 
 from __future__ import annotations
 
@@ -17,31 +15,28 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db import DEFAULT_DB_ALIAS, connections
 
 
 class ChunkWriter:
     def __init__(self) -> None:
         self._pending: Future[Any] | None = None
         self._results: list[Any] = []
-        self._pool: ThreadPoolExecutor | None = None
-        if connection.vendor == "postgresql":
-            shared = connections[DEFAULT_DB_ALIAS]
-            shared.inc_thread_sharing()
-            self._shared = shared
-            self._pool = ThreadPoolExecutor(
-                max_workers=1,
-                thread_name_prefix="ingest-writer",
-                initializer=_use_connection,
-                initargs=(shared,),
-            )
+        shared = connections[DEFAULT_DB_ALIAS]
+        shared.inc_thread_sharing()
+        self._shared = shared
+        self._pool: ThreadPoolExecutor | None = ThreadPoolExecutor(
+            max_workers=1,
+            thread_name_prefix="ingest-writer",
+            initializer=_use_connection,
+            initargs=(shared,),
+        )
 
     def submit(self, work: Callable[..., Any], *args: Any) -> None:
         """Write one chunk: after the chunk before it is written, while the caller goes on."""
         self.wait()
         if self._pool is None:
-            self._results.append(work(*args))
-            return
+            raise RuntimeError("the chunk writer is closed")
         self._pending = self._pool.submit(contextvars.copy_context().run, work, *args)
 
     def wait(self) -> None:

@@ -35,14 +35,6 @@ from django.db import connection
 
 from reviewapp.engine import Observation, Record, RunJudgement, ToolCall
 from reviewapp.infra.days import Window, monday_of
-from reviewapp.infra.sql import (
-    bytes_json,
-    json_elements,
-    json_text,
-    placeholders,
-    sorted_list,
-    timestamp_param,
-)
 from reviewapp.infra.storable_text import NUL
 from reviewapp.models import Finding, Run, TraceLine, TraceRecord, Verdict
 
@@ -122,15 +114,18 @@ def blocked_items_sql(judgements: str, passed: Sequence[str] = ()) -> str:
     ITEM_COLUMNS. No parameters: it can be used twice in one statement."""
     records = TraceRecord._meta.db_table
     extra = "".join(f", j.{column}" for column in passed)
-    sources = sorted_list(
+    # Sorted and joined by commas; NULL when there are none.
+    sources = (
+        "(SELECT string_agg(s, ',' ORDER BY s) FROM ("
         f"SELECT DISTINCT o.source AS s FROM {records} o WHERE o.run_id = j.run_pk "
         "AND o.type = 'tool_observation' AND o.key IN "
-        f"(SELECT ev.value FROM {json_elements('v.evidence')} AS ev)"
+        "(SELECT ev.value FROM jsonb_array_elements_text(v.evidence) AS ev)) listed)"
     )
-    # A native call's document is its line's (models.TraceRecord.document).
-    document = f"COALESCE(c.data, {bytes_json('l.raw')})"
+    # A native call's document is its line's (models.TraceRecord.document): UTF-8, a byte
+    # order mark it may open with left out, as ingest read it.
+    document = "COALESCE(c.data, ltrim(convert_from(l.raw, 'UTF8'), chr(65279))::jsonb)"
     tool = (
-        f"(SELECT {json_text(document, 'tool')} FROM {records} c "
+        f"(SELECT ({document} ->> 'tool') FROM {records} c "
         f"JOIN {TraceLine._meta.db_table} l ON l.id = c.line_id WHERE c.run_id = j.run_pk "
         "AND c.type = 'tool_call' AND c.key = e.value ORDER BY c.id LIMIT 1)"
     )
@@ -144,9 +139,13 @@ def blocked_items_sql(judgements: str, passed: Sequence[str] = ()) -> str:
         f"UNION ALL SELECT j.judgement_id, j.run_pk{extra}, '{FINDING}', f.id, NULL, '', "
         f"COALESCE({tool}, ''), f.kind, e.value, '' "
         f"FROM {judgements} j JOIN {Finding._meta.db_table} f ON f.judgement_id = j.judgement_id "
-        f"CROSS JOIN {json_elements('COALESCE(f.blocked, f.evidence)')} AS e "
+        "CROSS JOIN jsonb_array_elements_text(COALESCE(f.blocked, f.evidence)) AS e "
         f"WHERE f.kind IN ({kinds})"
     )
+
+
+def placeholders(count: int) -> str:
+    return ", ".join(["%s"] * count)
 
 
 # What blocked items are counted by, besides their day and week.
@@ -196,7 +195,7 @@ class ItemFilter:
         for narrower in self._days():
             start, end = max(start, narrower.start), min(end, narrower.end)
         clauses = [f"{started_at} >= %s", f"{started_at} < %s"]
-        params: list[Any] = [timestamp_param(start), timestamp_param(end)]
+        params: list[Any] = [start, end]
         for name in DIMENSIONS:
             value = getattr(self, name)
             if value is not None:

@@ -143,21 +143,15 @@ def _make_current(judgement_ids: list[int]) -> set[int]:
     """Point each run at its new judgement unless its current one is newer or the same
     (later records, or the same records under a newer policy); the ids that became current."""
     runs, judged = Run._meta.db_table, Judgement._meta.db_table
-    # One array parameter (PostgreSQL), not one placeholder an id to quote into the text.
-    parameters: list[Any]
-    if connection.vendor == "postgresql":
-        wanted, parameters = "= ANY(%s)", [list(judgement_ids)]
-    else:
-        wanted = "IN ({})".format(", ".join(["%s"] * len(judgement_ids)))
-        parameters = list(judgement_ids)
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {runs} SET current_judgement_id = j.id FROM {judged} j "
-            f"WHERE j.id {wanted} AND j.run_id = {runs}.id AND NOT EXISTS ("
+            # One array parameter, not one placeholder an id to quote into the text.
+            f"WHERE j.id = ANY(%s) AND j.run_id = {runs}.id AND NOT EXISTS ("
             f"SELECT 1 FROM {judged} c WHERE c.id = {runs}.current_judgement_id "
             "AND (c.through_record_id > j.through_record_id OR (c.through_record_id = "
             "j.through_record_id AND c.policy_number >= j.policy_number))) "
             "RETURNING current_judgement_id",
-            parameters,
+            [list(judgement_ids)],
         )
         return {judgement_id for (judgement_id,) in cursor.fetchall()}

@@ -17,10 +17,7 @@
   by row at commit as a deferred foreign key is: a row pointing at no row is refused, and
   so is deleting a row still pointed at.
 
-On PostgreSQL these are django-pgtrigger triggers, installed by migrations. SQLite, the
-bare-machine default, gets the same refusals in its own trigger language from
-sqlite_guards(), installed after every migrate (reviewapp.apps): a table SQLite remakes to
-alter it loses its triggers, and gets them back.
+These are django-pgtrigger triggers, installed by migrations.
 
 (Deliberate maintenance, like emptying the test database between tests, goes through
 pgtrigger.ignore; the app never does.)
@@ -131,6 +128,19 @@ def audit_chain() -> pgtrigger.Trigger:
     )
 
 
+# What a decided proposal may not change (its text is migration 0015's: kept as it is, or
+# the trigger would be made again).
+_PROPOSAL_CHANGED = """
+NEW.kind IS DISTINCT FROM OLD.kind OR NEW.change IS DISTINCT FROM OLD.change OR NEW.rationale IS DISTINCT FROM OLD.rationale
+OR NEW.proposed_by_id IS DISTINCT FROM OLD.proposed_by_id OR NEW.created_at IS DISTINCT FROM OLD.created_at
+OR NEW.base_number IS DISTINCT FROM OLD.base_number
+OR (OLD.state <> 'pending' AND (
+    NEW.state IS DISTINCT FROM OLD.state OR NEW.decided_by_id IS DISTINCT FROM OLD.decided_by_id
+    OR NEW.decided_at IS DISTINCT FROM OLD.decided_at OR NEW.decision_reason IS DISTINCT FROM OLD.decision_reason))
+OR (OLD.published_in_id IS DISTINCT FROM NULL AND NEW.published_in_id IS DISTINCT FROM OLD.published_in_id)
+"""
+
+
 def proposal_guard() -> list[pgtrigger.Trigger]:
     """Once decided, a proposal's decision never changes; the only later change allowed is
     recording the version that published it. Nothing is ever deleted."""
@@ -139,9 +149,7 @@ def proposal_guard() -> list[pgtrigger.Trigger]:
             name="decided_proposal",
             when=pgtrigger.Before,
             operation=pgtrigger.Update,
-            condition=pgtrigger.Condition(
-                _PROPOSAL_CHANGED.replace(" IS NOT ", " IS DISTINCT FROM ")
-            ),
+            condition=pgtrigger.Condition(_PROPOSAL_CHANGED),
             func=f"RAISE EXCEPTION 'a decided proposal cannot be changed (proposal %)', OLD.id {REFUSED};",
         ),
         pgtrigger.Trigger(
@@ -307,7 +315,6 @@ def references(*links: tuple[str, str]) -> list[pgtrigger.Trigger]:
         declare=[("refused", "boolean")],
         func=f"{locks}{_refuse_if(f'SELECT 1 WHERE {missing}', refusal)} RETURN NULL;",
     )
-    trigger.links = links  # type: ignore[attr-defined]  # for sqlite_guards
     return [trigger]
 
 
@@ -327,111 +334,4 @@ def referenced(*links: tuple[str, str]) -> list[pgtrigger.Trigger]:
         declare=[("refused", "boolean")],
         func=f"{_refuse_if(f'SELECT 1 WHERE {pointed}', refusal)} RETURN NULL;",
     )
-    trigger.links = links  # type: ignore[attr-defined]  # for sqlite_guards
     return [trigger]
-
-
-# --- SQLite -----------------------------------------------------------------------------
-
-_PROPOSAL_CHANGED = """
-NEW.kind IS NOT OLD.kind OR NEW.change IS NOT OLD.change OR NEW.rationale IS NOT OLD.rationale
-OR NEW.proposed_by_id IS NOT OLD.proposed_by_id OR NEW.created_at IS NOT OLD.created_at
-OR NEW.base_number IS NOT OLD.base_number
-OR (OLD.state <> 'pending' AND (
-    NEW.state IS NOT OLD.state OR NEW.decided_by_id IS NOT OLD.decided_by_id
-    OR NEW.decided_at IS NOT OLD.decided_at OR NEW.decision_reason IS NOT OLD.decision_reason))
-OR (OLD.published_in_id IS NOT NULL AND NEW.published_in_id IS NOT OLD.published_in_id)
-"""
-
-
-def sqlite_guards(model_list: list[type[models.Model]]) -> dict[str, str]:
-    """The SQLite triggers for these models' declared guards, by name (the names the
-    migration 0009 gave those it made, so that none is made twice)."""
-    statements = {}
-    for model in model_list:
-        table = model._meta.db_table
-        declared = {trigger.name: trigger for trigger in getattr(model._meta, "triggers", [])}
-        names = set(declared)
-        if "references_insert" in names:
-            for column, parent in declared["references_insert"].links:
-                name = f"{table}_{column}_references"
-                statements[name] = _refuse(
-                    name,
-                    "INSERT",
-                    table,
-                    f"a row of {table} points at no row",
-                    when=f"NEW.{column} IS NOT NULL AND NOT EXISTS "
-                    f"(SELECT 1 FROM {parent} p WHERE p.id = NEW.{column})",
-                )
-        if "referenced_delete" in names:
-            for child, column in declared["referenced_delete"].links:
-                name = f"{table}_{child}_{column}_referenced"
-                statements[name] = _refuse(
-                    name,
-                    "DELETE",
-                    table,
-                    f"a row of {table} is still pointed at",
-                    when=f"EXISTS (SELECT 1 FROM {child} c WHERE c.{column} = OLD.id)",
-                )
-        if "append_only" in names:
-            for event in ("UPDATE", "DELETE"):
-                statements[f"{table}_no_{event.lower()}"] = _refuse(
-                    f"{table}_no_{event.lower()}",
-                    event,
-                    table,
-                    f"append-only: {event} on {table} is refused",
-                )
-        if "decided_proposal" in names:
-            statements[f"{table}_guard"] = _refuse(
-                f"{table}_guard",
-                "UPDATE",
-                table,
-                "a decided proposal cannot be changed",
-                when=_PROPOSAL_CHANGED,
-            )
-            statements[f"{table}_no_delete"] = _refuse(
-                f"{table}_no_delete", "DELETE", table, f"append-only: DELETE on {table} is refused"
-            )
-        if "published_with_approval" in names:
-            # SQLite checks no later than the statement: an approved proposal must be
-            # waiting to be published when the version is inserted.
-            waiting = _APPROVED_BY_ANOTHER.format(published="p.published_in_id IS NULL")
-            statements[f"{table}_published_with_approval"] = _refuse(
-                f"{table}_published_with_approval",
-                "INSERT",
-                table,
-                f"a policy version {_UNAPPROVED}",
-                when=f"NEW.published_by_id IS NULL OR NOT EXISTS ({waiting})",
-            )
-        if "only_active_current_update" in names:
-            for event in ("INSERT", "UPDATE"):
-                statements[f"{table}_only_active_current_{event.lower()}"] = _refuse(
-                    f"{table}_only_active_current_{event.lower()}",
-                    event,
-                    table,
-                    "only an active judgement of the run itself can be its current one",
-                    when="NEW.current_judgement_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM "
-                    "reviewapp_judgement j WHERE j.id = NEW.current_judgement_id "
-                    "AND j.purpose = 'active' AND j.run_id = NEW.id)",
-                )
-        if "only_active_tickets_update" in names:
-            for event in ("INSERT", "UPDATE"):
-                statements[f"{table}_only_active_tickets_{event.lower()}"] = _refuse(
-                    f"{table}_only_active_tickets_{event.lower()}",
-                    event,
-                    table,
-                    "only an active judgement opens tickets",
-                    when="EXISTS (SELECT 1 FROM reviewapp_judgement j WHERE j.purpose <> 'active' "
-                    "AND (j.id = NEW.judgement_id OR j.id = (SELECT judgement_id FROM "
-                    "reviewapp_verdict WHERE id = NEW.verdict_id) OR j.id = (SELECT judgement_id "
-                    "FROM reviewapp_finding WHERE id = NEW.finding_id)))",
-                )
-    return statements
-
-
-def _refuse(name: str, event: str, table: str, message: str, when: str = "") -> str:
-    condition = f" WHEN {when}" if when else ""
-    return (
-        f"CREATE TRIGGER IF NOT EXISTS {name} BEFORE {event} ON {table}{condition} "
-        f"BEGIN SELECT RAISE(ABORT, '{message}'); END"
-    )

@@ -71,7 +71,7 @@ class PolicyCandidate(models.Model):
         ordering = ["-created_at", "-id"]
         constraints = [
             # One per kind and document, and per version or proposal where it names one
-            # (partial indexes: SQLite has no NULLS NOT DISTINCT).
+            # (partial indexes).
             models.UniqueConstraint(
                 fields=["kind", "sha256"],
                 condition=Q(version__isnull=True, proposal__isnull=True),

@@ -35,8 +35,7 @@ class TallyRun(models.Model):
     groups = models.PositiveIntegerField(default=0)
 
     class Meta:
-        # Runs and groups a month, from the index alone (a key column, not INCLUDE, which
-        # SQLite has not).
+        # Runs and groups a month, from the index alone.
         indexes = [models.Index(fields=["month", "groups"], name="tally_run_month")]
 
     def __str__(self) -> str:

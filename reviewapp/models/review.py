@@ -195,8 +195,8 @@ class AuditEvent(models.Model):
     each event has its place in the chain (`position`, 1, 2, 3...), the hash of the event
     before it and its own hash over its content and that one, so that an edited, deleted
     or reordered event breaks the chain where it was (reviewapp/accounts/audit.py checks
-    it: `manage.py audit verify`). On PostgreSQL a trigger writes the three under a lock
-    on the chain's head (AuditChain); on SQLite, the service that records events."""
+    it: `manage.py audit verify`). A trigger writes the three under a lock on the chain's
+    head (AuditChain)."""
 
     class Channel(models.TextChoices):
         WEB = "web", "web pages"

@@ -164,15 +164,13 @@ def policy_version_publish(*, user, reason: str) -> PolicyVersion:
     return version
 
 
-# The advisory lock every publish takes for its transaction (PostgreSQL); SQLite
-# serialises writers by itself.
+# The advisory lock every publish takes for its transaction.
 PUBLISH_LOCK = 0x9B1154
 
 
 def _publish_lock() -> None:
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [PUBLISH_LOCK])
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [PUBLISH_LOCK])
 
 
 def _queue_settlement_labels(version_id: int) -> None:

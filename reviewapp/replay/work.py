@@ -134,11 +134,9 @@ def tickets_of(
 
 
 def _in(column: str, values: list[Any]) -> tuple[str, list[Any]]:
-    """`column` among `values`: one array parameter on PostgreSQL (a statement with 500
-    placeholders costs more to send than to run), a list of them elsewhere."""
-    if connection.vendor == "postgresql":
-        return f"{column} = ANY(%s)", [list(values)]
-    return f"{column} IN ({', '.join(['%s'] * len(values)) or 'NULL'})", list(values)
+    """`column` among `values`: one array parameter (a statement with 500 placeholders
+    costs more to send than to run)."""
+    return f"{column} = ANY(%s)", [list(values)]
 
 
 def prospective_sides(candidate: PolicyCandidate, pins: dict[int, int]) -> dict[int, Side]:
@@ -221,7 +219,7 @@ def sides_of(judgement_ids: Iterable[int]) -> dict[int, Side]:
 
 
 def _json(text: Any) -> Any:
-    # A JSON column as the driver gives it: text (the ORM's way on PostgreSQL and SQLite).
+    # A JSON column as the driver gives it: text (the ORM's way).
     if text is None or not isinstance(text, str | bytes):
         return text
     return _decode(text)

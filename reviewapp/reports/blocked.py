@@ -18,7 +18,6 @@ from typing import Any
 from django.db import connection
 
 from reviewapp.infra.days import Window
-from reviewapp.infra.sql import as_date, day_of, timestamp_param, week_of
 from reviewapp.judging.blocking import (
     DIMENSIONS,
     ItemFilter,
@@ -64,15 +63,15 @@ def _with_items(window: Window) -> tuple[str, list[Any]]:
         "AND (j.unsafe_count > 0 OR j.finding_count > 0)), "
         f"items AS ({blocked_items_sql('sel', ('agent', 'started_at'))}) "
     )
-    return sql, [timestamp_param(window.start), timestamp_param(window.end)]
+    return sql, [window.start, window.end]
 
 
 def blocked_counts(window: Window) -> BlockedCounts:
     """Every count of the window, in one statement."""
     with_items, params = _with_items(window)
     groupings = [
-        ("day", f"CAST({day_of('started_at')} AS TEXT)"),
-        ("week", f"CAST({week_of('started_at')} AS TEXT)"),
+        ("day", "CAST((started_at AT TIME ZONE 'UTC')::date AS TEXT)"),
+        ("week", "CAST(date_trunc('week', started_at AT TIME ZONE 'UTC')::date AS TEXT)"),
         *((name, name) for name in DIMENSIONS),
     ]
     selects = [
@@ -91,8 +90,8 @@ def blocked_counts(window: Window) -> BlockedCounts:
         found: dict[str, dict[str, int]] = defaultdict(dict)
         for grouping, value, count in cursor.fetchall():
             found[grouping][value if value is not None else ""] = int(count)
-    by_day = {as_date(day): n for day, n in found["day"].items()}
-    by_week = {as_date(week): n for week, n in found["week"].items()}
+    by_day = {date.fromisoformat(day): n for day, n in found["day"].items()}
+    by_week = {date.fromisoformat(week): n for week, n in found["week"].items()}
     return BlockedCounts(
         window=window,
         total=sum(by_day.values()),

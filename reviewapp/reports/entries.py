@@ -17,11 +17,11 @@ entries without a ticket; and takes again the outcome of entries whose ticket ch
 seen": what was written more than STRAGGLERS ago, so that a transaction that commits late
 is read by a later refresh. A full refresh (beat, every few minutes) compares every run
 and every outcome, whatever the ids, and a new TALLY_TIME_ZONE computes everything again.
-The work is a fixed number of statements on PostgreSQL, whatever changed."""
+The work is a fixed number of statements, whatever changed."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -49,8 +49,6 @@ from reviewapp.reports.calendar import month_of, tally_zone
 # A transaction that commits this long after it wrote is still read by later refreshes;
 # one slower still, by the next full refresh.
 STRAGGLERS = timedelta(minutes=5)
-# SQLite takes at most 32,766 parameters a statement: runs are read again in chunks there.
-SQLITE_CHUNK = 5000
 
 ENTRY_COLUMNS = (
     "run_id, month, origin, field, entity, sources, rule, policy_number, agent, "
@@ -107,9 +105,8 @@ def _refresh(*, full: bool, wait: bool, at_most: int | None) -> int | None:
             if at_most is not None and len(changed) > at_most:
                 # Rolled back: a new TALLY_TIME_ZONE's emptying too (_state).
                 raise _LeftAsItWas
-            zone = tally_zone()
-            for chunk in _chunks(changed):
-                _read_again(chunk, zone)
+            if changed:
+                _read_again(changed, tally_zone())
             _pair_tickets()
             _outcomes_again(None if full else (state.events_seen, now - STRAGGLERS))
             _surely_seen(state, now - STRAGGLERS)
@@ -120,10 +117,7 @@ def _refresh(*, full: bool, wait: bool, at_most: int | None) -> int | None:
 
 def _one_at_a_time(*, wait: bool) -> bool:
     """Whether this transaction may refresh: with `wait`, once no other refresh runs."""
-    # Two refreshes at once would both insert a changed run's entries. SQLite's writes
-    # already wait for each other (IMMEDIATE transactions).
-    if connection.vendor != "postgresql":
-        return True
+    # Two refreshes at once would both insert a changed run's entries.
     with connection.cursor() as cursor:
         if wait:
             cursor.execute("SELECT pg_advisory_xact_lock(hashtext('crosscheck_tallies')), true")
@@ -159,8 +153,7 @@ def _surely_seen(state: TallyState, before: datetime) -> None:
 
 def _not_the_same(left: str, right: str) -> str:
     """SQL: the two values differ, NULL being a value like any other."""
-    operator = "IS DISTINCT FROM" if connection.vendor == "postgresql" else "IS NOT"
-    return f"{left} {operator} {right}"
+    return f"{left} IS DISTINCT FROM {right}"
 
 
 def _changed_runs(judged_after: int | None) -> list[tuple[Any, ...]]:
@@ -181,12 +174,6 @@ def _changed_runs(judged_after: int | None) -> list[tuple[Any, ...]]:
             [] if judged_after is None else [judged_after],
         )
         return cursor.fetchall()
-
-
-def _chunks(rows: list[tuple[Any, ...]]) -> Iterator[list[tuple[Any, ...]]]:
-    size = len(rows) if connection.vendor == "postgresql" else SQLITE_CHUNK
-    for start in range(0, len(rows), max(size, 1)):
-        yield rows[start : start + size]
 
 
 def _read_again(rows: list[tuple[Any, ...]], zone) -> None:
@@ -235,17 +222,11 @@ def _evidence_sources(verdict: str) -> str:
     """SQL: the sources of the observations a verdict's evidence names, sorted by code
     point and comma-joined, as a ticket's `sources` are (reviewapp.review.opening)."""
     records = _table(TraceRecord)
-    if connection.vendor == "postgresql":
-        return (
-            f"(SELECT string_agg(x.source, ',' ORDER BY x.source) FROM (SELECT DISTINCT "
-            f'r.source COLLATE "C" AS source FROM jsonb_array_elements_text({verdict}.evidence) '
-            f"AS e(id) JOIN {records} r ON r.run_id = {verdict}.run_id AND r.key = e.id "
-            f"AND r.type = 'tool_observation') AS x)"
-        )
     return (
-        f"COALESCE((SELECT group_concat(x.source, ',') FROM (SELECT DISTINCT r.source AS source "
-        f"FROM json_each({verdict}.evidence) AS e JOIN {records} r ON r.run_id = {verdict}.run_id "
-        f"AND r.key = e.value AND r.type = 'tool_observation' ORDER BY r.source) AS x), '')"
+        f"(SELECT string_agg(x.source, ',' ORDER BY x.source) FROM (SELECT DISTINCT "
+        f'r.source COLLATE "C" AS source FROM jsonb_array_elements_text({verdict}.evidence) '
+        f"AS e(id) JOIN {records} r ON r.run_id = {verdict}.run_id AND r.key = e.id "
+        f"AND r.type = 'tool_observation') AS x)"
     )
 
 
@@ -288,15 +269,10 @@ def _outcomes_again(since: tuple[int, datetime] | None) -> None:
 
 
 def _within(column: str, ids: Sequence[int]) -> tuple[str, list[Any]]:
-    if connection.vendor == "postgresql":
-        return f"{column} = ANY(%s::bigint[])", [list(ids)]
-    return f"{column} IN ({', '.join(['%s'] * len(ids))})", list(ids)
+    return f"{column} = ANY(%s::bigint[])", [list(ids)]
 
 
-def _aware(moment: datetime | str) -> datetime:
-    # SQLite hands raw timestamps back as text.
-    if isinstance(moment, str):
-        moment = datetime.fromisoformat(moment)
+def _aware(moment: datetime) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 

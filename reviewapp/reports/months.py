@@ -137,9 +137,8 @@ def _audit(closing: MonthClosing, verb: str, **data) -> None:
 
 def _one_at_a_time() -> None:
     # A month closed twice at once (the job and an approver) would be frozen twice.
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(hashtext('crosscheck_tally_months'))")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtext('crosscheck_tally_months'))")
 
 
 def months_due(now: datetime | None = None) -> list[date]:

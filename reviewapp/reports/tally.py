@@ -215,9 +215,9 @@ def month_tallies(first: date, last: date) -> list[MonthTally]:
             [before, last],
         )
         for month, outcome, n in cursor.fetchall():
-            counts[_date(month)][outcome] = n
+            counts[month][outcome] = n
     runs = {
-        _date(month): (n, groups or 0)
+        month: (n, groups or 0)
         for month, n, groups in TallyRun.objects.filter(month__gte=before, month__lte=last)
         .order_by()
         .values("month")
@@ -268,7 +268,7 @@ def breakdown_counts(months: list[date]) -> dict[date, Breakdown]:
         )
         found = cursor.fetchall()
     for when, outcome, origin, field, sources, cause, rule, number, agent, kind, n in found:
-        by = tallied[_date(when)]
+        by = tallied[when]
         keys = {
             "cause": (cause or "",),
             "rule": (rule, str(number)) if rule else ("", ""),
@@ -351,8 +351,3 @@ def tally_of_dict(data: dict[str, Any], month: date, previous: Counts | None = N
         previous,
         breakdowns,
     )
-
-
-def _date(value: Any) -> date:
-    # SQLite hands dates back as text in raw SQL.
-    return value if isinstance(value, date) else date.fromisoformat(str(value))

@@ -4,8 +4,8 @@ The one module that knows the delta tables: PostgreSQL triggers (migrations 0007
 append a row per ticket change to TicketFacetDelta (counts per value, for the queue
 filtered by state alone) and TicketCombinationDelta (counts per combination of the counted
 dimensions' values, for any filter on those dimensions); reading sums them, and folds them
-now and then. Other filters (queue.UNCOUNTED: a family, dates, a resolution...), and
-SQLite, count the tickets."""
+now and then. Other filters (queue.UNCOUNTED: a family, dates, a resolution...) count the
+tickets."""
 
 from __future__ import annotations
 
@@ -60,24 +60,22 @@ def facet_counts(filters: QueueFilters, user) -> Facets:
 
 
 def _counted_by_the_database(filters: QueueFilters) -> bool:
-    """PostgreSQL keeps the counts of the queue filtered by state alone (the desk's home),
+    """The database keeps the counts of the queue filtered by state alone (the desk's home),
     as tickets change (see TicketFacetDelta).
 
     Still needed beside the combinations: counting the desk's home from them instead took
     the queue right after a change from 13.6 to 41.3 ms at p95 (benchmarks/pages.py
     --n 100000, 2026-12-01), five times the trivial page against a goal of three."""
     only_state = replace(filters, state=QueueFilters.state, sort="newest", group="")
-    return connection.vendor == "postgresql" and only_state == QueueFilters()
+    return only_state == QueueFilters()
 
 
 def _combinations_kept_by_the_database(filters: QueueFilters) -> bool:
-    """PostgreSQL keeps how many tickets have each combination of the counted dimensions'
+    """The database keeps how many tickets have each combination of the counted dimensions'
     values (see TicketCombinationDelta): filters on those alone are counted from them. A
     family, a date range, a resolution, a cause or a tally month is no dimension of theirs
     (queue.UNCOUNTED): with one of those, the tickets selected are counted."""
-    return connection.vendor == "postgresql" and not any(
-        getattr(filters, name) for name in UNCOUNTED
-    )
+    return not any(getattr(filters, name) for name in UNCOUNTED)
 
 
 # Past this many rows making up the kept counts, reading folds them into one row per value.
@@ -85,7 +83,7 @@ FOLD_FACET_ROWS_AFTER = 1000
 
 
 def _kept_facets(state: str) -> Facets:
-    """The counts PostgreSQL keeps for the tickets in `state` ("" for any), one short read."""
+    """The counts the database keeps for the tickets in `state` ("" for any), one short read."""
     states = [state] if state else list(Ticket.State.values)
     deltas, users = TicketFacetDelta._meta.db_table, get_user_model()._meta.db_table
     with connection.cursor() as cursor:
@@ -109,10 +107,8 @@ def _kept_facets(state: str) -> Facets:
 
 
 def fold_kept_counts() -> None:
-    """Periodic (beat): keep the counts PostgreSQL keeps compact, so that a queue read
+    """Periodic (beat): keep the counts the database keeps compact, so that a queue read
     seldom has to fold them itself; while an ingest opens tickets it would, often."""
-    if connection.vendor != "postgresql":
-        return
     fold_facet_deltas()
     fold_combination_deltas()
 
@@ -189,22 +185,11 @@ def fold_combination_deltas() -> None:
 
 def _facet_rows(tickets: QuerySet[Ticket]) -> list[tuple[int, str | None, int]]:
     """(index in FACETS, value as text, count) for every dimension of FACETS, from one
-    statement that reads the filtered tickets once. PostgreSQL counts every dimension in
-    that one pass (GROUPING SETS, twice as fast at 100,000 tickets); other databases count
-    a materialized copy once per dimension."""
-    width = len(FACETS)
+    statement that reads the filtered tickets once: every dimension is counted in that one
+    pass (GROUPING SETS, twice as fast at 100,000 tickets as a pass per dimension)."""
     inner, params = tickets.order_by().values_list(*FACETS.values()).query.sql_with_params()
-    if connection.vendor == "postgresql":
-        grouped = _per_dimension(inner, params, aggregates="COUNT(*)")
-        return [(index, value, n) for index, value, (n,) in grouped]
-    columns = ", ".join(f"c{i}" for i in range(width))
-    counts = " UNION ALL ".join(
-        f"SELECT {i}, CAST(c{i} AS TEXT), COUNT(*) FROM filtered GROUP BY c{i}"
-        for i in range(width)
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(f"WITH filtered ({columns}) AS MATERIALIZED ({inner}) {counts}", params)
-        return cursor.fetchall()
+    grouped = _per_dimension(inner, params, aggregates="COUNT(*)")
+    return [(index, value, n) for index, value, (n,) in grouped]
 
 
 def _per_dimension(

@@ -142,11 +142,7 @@ def _chunk(backfill: ShadowBackfill) -> bool:
 
 @contextmanager
 def _locked(backfill_pk: int) -> Iterator[bool]:
-    """An advisory lock on the backfill while this connection holds it (PostgreSQL; SQLite
-    serialises writers by itself)."""
-    if connection.vendor != "postgresql":
-        yield True
-        return
+    """An advisory lock on the backfill while this connection holds it."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [BACKFILL_LOCK_SPACE, backfill_pk])
         taken = cursor.fetchone()[0]

@@ -14,7 +14,6 @@ from typing import Any
 from django.db import connection
 
 from reviewapp.infra.days import Window
-from reviewapp.infra.sql import as_date, day_of, timestamp_param, week_of
 from reviewapp.judging.blocking import ItemFilter, RunsFound, blocked_items_sql
 from reviewapp.judging.store import SHADOW
 from reviewapp.models import Judgement, Run, ShadowDesignation
@@ -92,15 +91,15 @@ def _with_items(candidate_id: int, window: Window) -> tuple[str, list[Any]]:
         f"ELSE '{UNCHANGED}' END AS status "
         "FROM keyed GROUP BY run_pk, kind, entity, field, action, call, finding_kind) "
     )
-    return sql, [candidate_id, timestamp_param(window.start), timestamp_param(window.end)]
+    return sql, [candidate_id, window.start, window.end]
 
 
 def comparison(designation: ShadowDesignation, window: Window) -> Comparison:
     """Every count of the candidate against the active version over the window."""
     with_items, params = _with_items(designation.candidate_id, window)
     groupings = [
-        ("day", f"CAST({day_of('started_at')} AS TEXT)"),
-        ("week", f"CAST({week_of('started_at')} AS TEXT)"),
+        ("day", "CAST((started_at AT TIME ZONE 'UTC')::date AS TEXT)"),
+        ("week", "CAST(date_trunc('week', started_at AT TIME ZONE 'UTC')::date AS TEXT)"),
         ("action", "action"),
     ]
     selects = [
@@ -122,8 +121,8 @@ def comparison(designation: ShadowDesignation, window: Window) -> Comparison:
     period_end = designation.ended_at or FAR_FUTURE
     pending_params = [
         *params[1:],
-        timestamp_param(designation.started_at),
-        timestamp_param(period_end),
+        designation.started_at,
+        period_end,
         designation.candidate_id,
     ]
     found: dict[str, dict[str, Counts]] = defaultdict(lambda: defaultdict(Counts))
@@ -135,8 +134,8 @@ def comparison(designation: ShadowDesignation, window: Window) -> Comparison:
                 runs[status] = int(count)
             else:
                 setattr(found[grouping][value or ""], status, int(count))
-    by_day = {as_date(day): counts for day, counts in found["day"].items()}
-    by_week = {as_date(week): counts for week, counts in found["week"].items()}
+    by_day = {date.fromisoformat(day): counts for day, counts in found["day"].items()}
+    by_week = {date.fromisoformat(week): counts for week, counts in found["week"].items()}
     return Comparison(
         window=window,
         total=found["all"].get("", Counts()),

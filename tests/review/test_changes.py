@@ -178,16 +178,6 @@ def test_counts_per_filter_value_match_the_filtered_tickets(seeded, reviewer, pa
     assert dict(facets.values("state")) == Counter(t.state for t in chosen)
 
 
-def test_both_spellings_of_the_count_agree(seeded, reviewer, monkeypatch):
-    """PostgreSQL counts with GROUPING SETS; the portable spelling must give the same."""
-    filters = queue.queue_filters({"state": "any", "unsafe": "yes"})
-    chosen = queue.filtered_tickets(filters, reviewer)
-    grouped = sorted(counts._facet_rows(chosen), key=str)
-    monkeypatch.setattr(connection, "vendor", "portable")
-    assert sorted(counts._facet_rows(chosen), key=str) == grouped
-    assert {index for index, _, _ in grouped} == set(range(len(queue.FACETS)))
-
-
 def test_counts_follow_every_change_at_once(desk, reviewer):
     before = counts.facet_counts(queue.QueueFilters(), reviewer)
     assert before.total == 4

@@ -6,7 +6,6 @@ import json
 import sys
 
 from django.core.management.base import BaseCommand, CommandParser
-from django.db import connection
 
 from reviewapp.ingest.batches import IngestSummary, expand_paths, identical_note
 from reviewapp.ingest.files import TraceFileError, open_trace_file
@@ -57,16 +56,13 @@ class Command(BaseCommand):
             type=int,
             default=1,
             help="split each file into this many parts, ingested at once by Celery workers "
-            "(PostgreSQL; the workers must be running); stages then sum every worker's seconds",
+            "(the workers must be running); stages then sum every worker's seconds",
         )
 
     def handle(self, *args, **options) -> None:
         parts = options["parts"]
         if parts < 1:
             sys.stderr.write("ingest: --parts must be at least 1\n")
-            raise SystemExit(2)
-        if parts > 1 and connection.vendor != "postgresql":
-            sys.stderr.write("ingest: --parts needs PostgreSQL (SQLite takes one writer)\n")
             raise SystemExit(2)
         files = expand_paths(options["paths"])
         for path in files:
