@@ -127,7 +127,8 @@ TEMPLATES = [
 # wheel, its data and its socket in this folder. No TCP port, so nothing to look up or
 # collide with: manage.py in another shell reaches it while scripts/run runs. It has
 # production's two roles (below); the socket's folder admits only the one who started it.
-EMBEDDED_POSTGRES_DIR = VAR_DIR / "postgres"
+# Absolute: libpq takes a host that does not start with a slash for a machine's name.
+EMBEDDED_POSTGRES_DIR = VAR_DIR.absolute() / "postgres"
 
 
 def embedded_database_url(role: str) -> str:
