@@ -64,7 +64,7 @@ def _month_row(view: months.MonthView) -> dict:
         "key": shown.key,
         "cells": cells(Drill(shown.month), shown.counts, drift=_drift(view))
         if shown.has_tally
-        else "",
+        else [],
         "change": _change(shown.change),
     }
 
@@ -173,7 +173,7 @@ def tallies(request: HttpRequest) -> HttpResponse:
         "detail_key": month_key(selected),
         "detail_cells": cells(Drill(selected), detail.shown.counts, drift=_drift(detail))
         if detail.shown.has_tally
-        else "",
+        else [],
         "detail_change": _change(detail.shown.change),
         "breakdowns": _breakdowns(detail) if detail.shown.has_tally else [],
         "titles": OUTCOME_TITLES,

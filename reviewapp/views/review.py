@@ -52,8 +52,7 @@ def ticket_queue(request: HtmxHttpRequest) -> HttpResponse:
     context = {
         "filters": filters,
         "facets": facets,
-        "facet_sections": lambda: review_rows.facet_sections(facet_links),
-        "facet_datalists": lambda: review_rows.facet_datalists(facet_links),
+        "facet_links": facet_links,
         "text_filters": [
             {"name": name, "title": FACET_TITLES[name], "current": getattr(filters, name)}
             for name in TEXT_FILTERS
@@ -75,10 +74,8 @@ def ticket_queue(request: HtmxHttpRequest) -> HttpResponse:
         "page": page,
         "families": SimpleLazyObject(lambda: _family_rows(filters, request.user, facets.version)),
         "families_shown": FAMILIES_SHOWN,
-        "rows": lambda: review_rows.queue_rows(
-            page.object_list,
-            can_work=can_work,
-            queue_query=urlencode(filters.as_params()),
+        "rows": lambda: review_rows.rows_rendered(
+            page.object_list, can_work=can_work, queue_query=urlencode(filters.as_params())
         ),
         "can_work": can_work,
         "workers": related.ticket_workers() if can_work else [],
@@ -143,10 +140,12 @@ def _facet_links(filters: queue.QueueFilters, facets: counts.Facets) -> list[dic
             values.append(
                 {
                     "value": value or "(none)",
-                    "count": count,
+                    "count": str(count),  # as text: the template need not format it
                     "chosen": chosen,
                     "url": _url_with(base, params, {name: target}),
                     "blank": not value,
+                    # A blank value is no filter, but for "unassigned".
+                    "linked": bool(value) or name == "assignee",
                 }
             )
         groups.append({"name": name, "title": title, "values": values, "current": current})

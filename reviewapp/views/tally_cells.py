@@ -1,18 +1,15 @@
-"""The numbers of the tallies page as table cells, each a link to where it drills down:
-its tickets in the queue when the queue can select exactly them (the tally month, the
-outcome and, for a breakdown, the queue's filter of the same name), else the list of the
-discrepancies behind it (resolved by a rule, a source pair, a rule, without a ticket).
-
-Formatted here with format_html, like the queue's rows (views/review_rows.py): the page
-has hundreds of numbers, and a template loop over them was most of its time. Every value
-is escaped by format_html; only fixed markup written here is marked safe."""
+"""The numbers of a row of the tallies page, each with where it drills down: its tickets in
+the queue when the queue can select exactly them (the tally month, the outcome and, for a
+breakdown, the queue's filter of the same name), else the list of the discrepancies behind
+it (resolved by a rule, a source pair, a rule, without a ticket). The page's partial
+tally-cells (templates/reports/tallies.html) writes them as table cells."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.urls import reverse
-from django.utils.html import format_html
 from django.utils.http import urlencode
-from django.utils.safestring import SafeString, mark_safe
 
 from reviewapp.models import Ticket
 from reviewapp.reports.calendar import month_key
@@ -34,10 +31,6 @@ QUEUE_OUTCOMES = {
     "open": {"state": "open"},
     "unexplained": {"state": "any", "outcome": "unexplained"},
 }
-
-_CELL = '<td class="num cell-{}">{}{}</td>'
-_LINK = '<a href="{}" data-count="{}">{}</a>'
-_DRIFT = ' <span class="drift" title="changed since the month was frozen">{}</span>'
 
 
 class Drill:
@@ -77,21 +70,15 @@ def signed(change: int) -> str:
 
 def cells(
     drill: Drill, counts: Counts, dimension: str = "", key=(), drift: Counts | None = None
-) -> SafeString:
-    """The <td> of each of COLUMNS; with `drift` (a frozen month), what changed since."""
-    html = []
-    for group in COLUMNS:
-        value = counts.of(group)
-        change = signed(drift.of(group)) if drift is not None else ""
-        html.append(
-            format_html(
-                _CELL,
-                group,
-                format_html(_LINK, drill.url(group, counts, dimension, key), group, value)
-                if value
-                else "0",
-                format_html(_DRIFT, change) if change else "",
-            )
-        )
-    # Each cell is safe already: joining them adds no unescaped text.
-    return mark_safe("".join(html))
+) -> list[dict[str, Any]]:
+    """Each of COLUMNS: its group, its number, where it drills down and, with `drift` (a
+    frozen month), what changed since ("" for nothing)."""
+    return [
+        {
+            "group": group,
+            "value": counts.of(group),
+            "url": drill.url(group, counts, dimension, key) if counts.of(group) else "",
+            "change": signed(drift.of(group)) if drift is not None else "",
+        }
+        for group in COLUMNS
+    ]

@@ -82,6 +82,34 @@ def test_a_row_shows_the_disputed_values_side_by_side(client, reviewer, desk):
     assert 'title="Refunded (refund-service) vs paid (search-index)"' in row.group(0)
 
 
+def test_after_a_change_only_the_changed_ticket_s_row_is_rendered_again(
+    client, reviewer, desk, monkeypatch
+):
+    from reviewapp.views import review_rows
+
+    rendered: list[str] = []
+    row_template = review_rows.get_template("review/queue.html#ticket-row")
+
+    class Counting:
+        def render(self, context):
+            rendered.append(context["row"]["pk"])
+            return row_template.render(context)
+
+    monkeypatch.setattr(review_rows, "get_template", lambda name: Counting())
+    client.force_login(reviewer)
+    client.get(reverse("ticket-queue"))
+    every = set(Ticket.objects.values_list("pk", flat=True))
+    assert {int(pk) for pk in rendered} == every and len(rendered) == len(every)
+    stale = Ticket.objects.get(pk=desk["run-stale"].pk)
+    changes.ticket_claim(stale, revision=stale.revision, actor=reviewer)
+    rendered.clear()
+    body = client.get(reverse("ticket-queue")).content.decode()
+    assert rendered == [str(stale.pk)]
+    row = re.search(rf'<tr data-ticket-url="/tickets/{stale.pk}/[?"].*?</tr>', body, re.S)
+    assert row and '<td class="holder">rita</td>' in row.group(0)
+    assert shown_ticket_ids(body) == every
+
+
 def test_active_filters_are_chips_that_remove_them(client, reviewer, desk):
     client.force_login(reviewer)
     url = reverse("ticket-queue")
