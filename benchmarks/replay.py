@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -38,6 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.engine import generate_lines  # noqa: E402
+from tests.workers import stop_group  # noqa: E402
 
 GOAL = 0.5
 DOCUMENT = {
@@ -114,15 +114,6 @@ def start_worker(env: dict[str, str], concurrency: int, log: Path) -> subprocess
         if process.poll() is not None:
             sys.exit(f"the worker did not start: see {log}")
     sys.exit(f"the worker did not answer within 90s: see {log}")
-
-
-def stop_worker(process: subprocess.Popen) -> None:
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
 
 
 def main() -> None:
@@ -219,7 +210,7 @@ def measure(args: argparse.Namespace, bench_url: str, tmp: Path) -> dict:
                     break
             seconds = time.perf_counter() - started
         finally:
-            stop_worker(process)
+            stop_group(process)
         if job.state != ReplayJob.State.DONE:
             sys.exit(f"the replay failed: {job.error}")
         job.refresh_from_db()

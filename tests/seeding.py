@@ -313,3 +313,20 @@ def desk_lines(runs: int, *, prefix: str = "run") -> list[str]:
         owner = "order-ledger" if number % 3 else "refund-service"
         lines.extend(owned_run(f"{prefix}-{number}", owner, "search-index", agree=number % 7 == 0))
     return lines
+
+
+def chunk_store_dies_at(monkeypatch, number: int):
+    """The `number`-th chunk stored from now on raises, as a worker lost mid-batch would;
+    returns what puts the real store back."""
+    from reviewapp.ingest import pipeline
+
+    real_store, calls = pipeline._store_chunk, {"n": 0}
+
+    def dying_store(batch, lines, in_flight):
+        calls["n"] += 1
+        if calls["n"] == number:
+            raise RuntimeError("worker lost")
+        return real_store(batch, lines, in_flight)
+
+    monkeypatch.setattr(pipeline, "_store_chunk", dying_store)
+    return lambda: monkeypatch.setattr(pipeline, "_store_chunk", real_store)

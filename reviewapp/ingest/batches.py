@@ -13,14 +13,13 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Q, Value
-from django.db.models.functions import Coalesce
+from django.db.models import F, Q, QuerySet, Value
 from django.utils import timezone
 
 from reviewapp.celery import app
 from reviewapp.infra.locks import BATCH_LOCK_SPACE, locks_held
 from reviewapp.ingest.streams import file_digest
-from reviewapp.models import IngestBatch, ShadowDesignation, TraceLine, TraceRecord
+from reviewapp.models import IngestBatch, IngestPart, ShadowDesignation, TraceLine, TraceRecord
 
 # The task a worker ingests a batch with (reviewapp.tasks), sent by name: services never
 # import the tasks that call them.
@@ -200,18 +199,13 @@ def stalled_batches(
     # running when its state is read, and one that starts in between has just beaten.
     held = locks_held([BATCH_LOCK_SPACE])
     now = timezone.now()
-    silent_since = Coalesce("heartbeat_at", "created_at")
-    waiting = (
-        IngestBatch.objects.exclude(channel=IngestBatch.Channel.CLI)
-        .alias(silent_since=silent_since)
-        .filter(
-            Q(state=IngestBatch.State.RUNNING, silent_since__lt=now - running)
-            | Q(state=IngestBatch.State.QUEUED, silent_since__lt=now - queued)
-            | Q(
-                state=IngestBatch.State.FAILED,
-                attempts__lt=max_attempts,
-                finished_at__lt=Value(now) - Value(failed) * F("attempts"),
-            )
+    waiting = _sent_to_workers().filter(
+        Q(_silent_before(now - running), state=IngestBatch.State.RUNNING)
+        | Q(_silent_before(now - queued), state=IngestBatch.State.QUEUED)
+        | Q(
+            state=IngestBatch.State.FAILED,
+            attempts__lt=max_attempts,
+            finished_at__lt=Value(now) - Value(failed) * F("attempts"),
         )
     )
     found: dict[int, IngestBatch] = {batch.pk: batch for batch in waiting}
@@ -224,23 +218,30 @@ def _lost(held: set[tuple[int, int]], *, silent_before: Any) -> list[IngestBatch
     """Running batches whose worker is gone: a whole batch whose lock nobody holds, or a
     batch in parts with a part that is running although nobody holds that part's lock.
     (Parts still queued behind other work are waiting, not lost: the silence rule is theirs.)"""
-    silent = (
-        IngestBatch.objects.exclude(channel=IngestBatch.Channel.CLI)
-        .alias(silent_since=Coalesce("heartbeat_at", "created_at"))
-        .filter(state=IngestBatch.State.RUNNING, silent_since__lt=silent_before)
+    silent = list(
+        _sent_to_workers().filter(_silent_before(silent_before), state=IngestBatch.State.RUNNING)
     )
-    part_locks = locks_held([-batch.pk for batch in silent if batch.parts > 1])
-    lost: list[IngestBatch] = []
-    for batch in silent:
-        if (BATCH_LOCK_SPACE, batch.pk) in held:
-            continue
-        if batch.parts <= 1:
-            lost.append(batch)
-            continue
-        running_parts = batch.part_rows.filter(state="running").values_list("index", flat=True)
-        if any((-batch.pk, index) not in part_locks for index in running_parts):
-            lost.append(batch)
-    return lost
+    in_parts = [batch.pk for batch in silent if batch.parts > 1]
+    part_locks = locks_held([-pk for pk in in_parts])
+    running_parts = IngestPart.objects.filter(
+        batch_id__in=in_parts, state=IngestPart.State.RUNNING
+    ).values_list("batch_id", "index")
+    orphaned = {pk for pk, index in running_parts if (-pk, index) not in part_locks}
+    return [
+        batch
+        for batch in silent
+        if (BATCH_LOCK_SPACE, batch.pk) not in held and (batch.parts <= 1 or batch.pk in orphaned)
+    ]
+
+
+def _sent_to_workers() -> QuerySet[IngestBatch]:
+    """Batches a worker stores (a file named on the command line is stored by the command)."""
+    return IngestBatch.objects.exclude(channel=IngestBatch.Channel.CLI)
+
+
+def _silent_before(moment: Any) -> Q:
+    """No sign of life since `moment`: its last heartbeat, or its creation if it has none."""
+    return Q(heartbeat_at__lt=moment) | Q(heartbeat_at__isnull=True, created_at__lt=moment)
 
 
 def failed_bodies_delete(*, kept_for: timedelta, max_attempts: int) -> int:

@@ -10,11 +10,10 @@ from typing import Any
 from django.conf import settings
 
 from reviewapp.engine import Record, RecordError, decode_line, parse_record
+from reviewapp.infra.storable_text import NUL_REFUSAL, nul_location
 from reviewapp.ingest import otel
 
 NATIVE = "native"
-# PostgreSQL cannot store a NUL character in JSON or text.
-NUL_REASON = "contains a NUL character (\\u0000), which cannot be stored"
 RUN_STARTED_ORIGIN = "run_started"
 
 
@@ -59,7 +58,7 @@ def decode_unit(payload: bytes) -> DecodedUnit:
     """Decode and check one unit; raises RecordError with the one-line reason to show."""
     document = _decode(payload)
     if b"\\u0000" in payload:
-        raise RecordError(NUL_REASON)
+        raise RecordError(NUL_REFUSAL)
     if isinstance(document, dict) and "runId" in document and "type" in document:
         return DecodedUnit(NATIVE, [parse_record(document)], [document])
     external = otel.detect_format(document)
@@ -72,9 +71,9 @@ def decode_unit(payload: bytes) -> DecodedUnit:
     except otel.ExternalFormatError as exc:
         raise RecordError(f"{external}: {exc}") from None
     converted = conversion.records
-    if _holds_nul(converted):
+    if nul_location(converted) is not None:
         # JSON text inside a span's attributes, decoded by the adapter, can hold one too.
-        raise RecordError(f"{external}: {NUL_REASON}")
+        raise RecordError(f"{external}: {NUL_REFUSAL}")
     records = []
     for index, item in enumerate(converted):
         try:
@@ -96,13 +95,3 @@ def _origins(documents: list[dict[str, Any]]) -> tuple[str, ...]:
         else:
             origins.append(RUN_STARTED_ORIGIN)
     return tuple(origins)
-
-
-def _holds_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_holds_nul(key) or _holds_nul(item) for key, item in value.items())
-    if isinstance(value, list):
-        return any(_holds_nul(item) for item in value)
-    return False

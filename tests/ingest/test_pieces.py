@@ -30,6 +30,7 @@ from reviewapp.ingest.pipeline import ingest_file, ingest_stored_batch
 from reviewapp.ingest.tokens import create_token
 from reviewapp.models import IngestBatch, IngestPart, Judgement, Run, TraceLine, TraceRecord
 from tests.ingest.test_parts import ingest_in_parts
+from tests.seeding import chunk_store_dies_at
 
 pytestmark = pytest.mark.django_db
 
@@ -375,18 +376,10 @@ def test_a_retried_batch_counts_its_identical_lines_once(tmp_path, monkeypatch):
     ingest_file(first, channel=IngestBatch.Channel.CLI)
     later = tmp_path / "later.jsonl"
     later.write_bytes(b"".join(line + b"\n" for line in actions))
-    real_store, calls = ingestion._store_chunk, {"n": 0}
-
-    def dying_store(batch, lines, in_flight):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise RuntimeError("worker lost")
-        return real_store(batch, lines, in_flight)
-
-    monkeypatch.setattr(ingestion, "_store_chunk", dying_store)
+    restore_store = chunk_store_dies_at(monkeypatch, 3)
     with pytest.raises(RuntimeError):
         ingest_file(later, channel=IngestBatch.Channel.CLI)
-    monkeypatch.setattr(ingestion, "_store_chunk", real_store)
+    restore_store()
     batch = IngestBatch.objects.get(file_name=str(later))
     summary = ingestion.ingest_batch(batch)
     # The first of each run's three is the action stored before; the others are new.

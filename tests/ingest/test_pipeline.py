@@ -15,6 +15,7 @@ from reviewapp.judging.core import stored_runs
 from reviewapp.models import IngestBatch, Judgement, Run, Ticket, TraceLine, TraceRecord, Verdict
 from tests.paths import OTEL as OTEL_DIR
 from tests.paths import SPEC as SPEC_DIR
+from tests.seeding import chunk_store_dies_at
 
 pytestmark = pytest.mark.django_db
 SPEC = SPEC_DIR
@@ -448,16 +449,7 @@ def test_a_batch_interrupted_mid_way_finishes_on_retry_without_doubles(tmp_path,
     path.write_bytes(content)
     # A file named on the command line stays where it is, so it can be read again below.
     batch = create_batch(channel=IngestBatch.Channel.CLI, path=path, file_name="t.jsonl")
-    real_store = ingestion._store_chunk
-    calls = {"n": 0}
-
-    def dying_store(batch_, lines, in_flight):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise RuntimeError("worker lost")
-        return real_store(batch_, lines, in_flight)
-
-    monkeypatch.setattr(ingestion, "_store_chunk", dying_store)
+    restore_store = chunk_store_dies_at(monkeypatch, 3)
     with pytest.raises(RuntimeError):
         ingest_batch(batch)
     failed = IngestBatch.objects.get()
@@ -465,7 +457,7 @@ def test_a_batch_interrupted_mid_way_finishes_on_retry_without_doubles(tmp_path,
     assert "internal error (RuntimeError)" in failed.error and "worker lost" not in failed.error
     # Two whole chunks (lines 1-2 and 3-5: chunks follow line numbers), nothing partial.
     assert TraceLine.objects.count() == 5
-    monkeypatch.setattr(ingestion, "_store_chunk", real_store)
+    restore_store()
     summary = ingest_batch(batch)
     assert summary.as_dict() == {
         "lines": 20,
