@@ -17,10 +17,10 @@ class AnyOf(Lookup):
     # The list is the parameter as it is: psycopg sends it as an array of its elements.
     prepare_rhs = False
 
-    def get_db_prep_lookup(self, value: Any, connection: Any) -> tuple[str, list[Any]]:
-        return "%s", [list(value)]
+    def get_db_prep_lookup(self, value: Any, connection: Any) -> tuple[str, tuple[Any, ...]]:
+        return "%s", (list(value),)
 
-    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
+    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, tuple[Any, ...]]:
         lhs, lhs_params = self.process_lhs(compiler, connection)
         rhs, rhs_params = self.process_rhs(compiler, connection)
-        return f"{lhs} = ANY({rhs})", [*lhs_params, *rhs_params]
+        return f"{lhs} = ANY({rhs})", (*lhs_params, *rhs_params)
