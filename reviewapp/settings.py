@@ -344,9 +344,47 @@ REPLAY_SHARED_FIXTURES_DIR = Path(
     os.environ.get("REPLAY_SHARED_FIXTURES_DIR", BASE_DIR.parent / "shared" / "fixtures")
 )
 
-# Uploaded and posted trace files wait here for a worker (a volume shared with the
-# workers in docker-compose).
+# Uploaded and posted trace files wait for a worker in the uploads storage
+# (reviewapp/ingest/kept.py): by default the folder UPLOAD_DIR, which every worker must
+# see (one machine, or a volume shared with the workers as in docker-compose); with
+# UPLOAD_S3_BUCKET, a bucket of an S3-compatible object store (AWS S3, MinIO, Ceph...)
+# that workers on any machine reach. Either way a body is received into UPLOAD_DIR first.
 UPLOAD_DIR = Path(os.environ.get("UPLOAD_DIR", VAR_DIR / "uploads"))
+UPLOAD_S3_BUCKET = os.environ.get("UPLOAD_S3_BUCKET", "")
+UPLOAD_S3_ADDRESSING_STYLE = os.environ.get("UPLOAD_S3_ADDRESSING_STYLE") or None
+if UPLOAD_S3_ADDRESSING_STYLE not in (None, "auto", "path", "virtual"):
+    raise ImproperlyConfigured(
+        f"UPLOAD_S3_ADDRESSING_STYLE must be auto, path or virtual, got "
+        f"{UPLOAD_S3_ADDRESSING_STYLE!r}"
+    )
+UPLOADS_STORAGE: dict = {
+    "BACKEND": "django.core.files.storage.FileSystemStorage",
+    "OPTIONS": {"location": str(UPLOAD_DIR)},
+}
+if UPLOAD_S3_BUCKET:
+    UPLOADS_STORAGE = {
+        # django-storages' S3Storage, whose files are read as a stream (infra/s3.py).
+        "BACKEND": "reviewapp.infra.s3.StreamingS3Storage",
+        "OPTIONS": {
+            "bucket_name": UPLOAD_S3_BUCKET,
+            # Keys under this prefix; the names are random, so none is looked up first.
+            "location": os.environ.get("UPLOAD_S3_PREFIX", "uploads"),
+            "file_overwrite": True,
+            # Another store than AWS S3: its URL (https://minio.example.com:9000, say).
+            "endpoint_url": os.environ.get("UPLOAD_S3_ENDPOINT_URL") or None,
+            "region_name": os.environ.get("UPLOAD_S3_REGION") or None,
+            # None (boto3's auto): path style for an endpoint URL, virtual for AWS.
+            "addressing_style": UPLOAD_S3_ADDRESSING_STYLE,
+            # Unset: boto3 finds them (AWS_ACCESS_KEY_ID..., an instance's role).
+            "access_key": os.environ.get("UPLOAD_S3_ACCESS_KEY_ID") or None,
+            "secret_key": os.environ.get("UPLOAD_S3_SECRET_ACCESS_KEY") or None,
+        },
+    }
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "uploads": UPLOADS_STORAGE,
+}
 # The largest body the ingest API and the upload page accept.
 INGEST_MAX_BYTES = env_int("INGEST_MAX_BYTES", 512 * 1024 * 1024)
 # An uploaded file past INGEST_MAX_BYTES is refused as it arrives, not spooled first.
