@@ -45,10 +45,10 @@ class ObjectReader(io.RawIOBase):
     far as it is asked, and a new one after a seek."""
 
     def __init__(self, obj: Any):
+        self._obj, self._position = obj, 0
+        self._body: Any = None  # the body of the GET being read
         obj.load()  # a HEAD: its size, and a missing object fails here
-        self._obj, self._size = obj, obj.content_length
-        self._position = 0
-        self._body: Any = None
+        self._size: int = obj.content_length
 
     def readable(self) -> bool:
         return True

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from django.core.files import File
 from django.core.files.base import ContentFile
@@ -36,7 +36,7 @@ class _Received(File):
     """A body received into a file here: the folder storage moves it instead of copying."""
 
     def temporary_file_path(self) -> str:
-        return self.file.name
+        return str(self.name)
 
 
 def kept_store(kept: Kept, *, suffix: str = "") -> str:
@@ -44,7 +44,8 @@ def kept_store(kept: Kept, *, suffix: str = "") -> str:
     name ending in `suffix`, and return the name; its file here is gone after."""
     try:
         with kept.path.open("rb") as stream:
-            return uploads().save(uuid.uuid4().hex + suffix, _Received(stream))
+            received = _Received(stream, name=str(kept.path))
+            return uploads().save(uuid.uuid4().hex + suffix, received)
     finally:
         kept.path.unlink(missing_ok=True)
 
@@ -62,7 +63,7 @@ def kept_open(stored: str) -> Iterator[BinaryIO]:
             yield stream
         return
     with uploads().open(stored, "rb") as file:
-        yield file.file
+        yield cast(BinaryIO, file.file)
 
 
 def kept_exists(stored: str) -> bool:
