@@ -80,12 +80,12 @@ def web_uses_the_bucket(s3_env, settings, tmp_path) -> Path:
 def test_a_posted_body_is_ingested_by_a_worker_on_another_machine_through_the_bucket(
     s3_env, web_uses_the_bucket, client, reviewer, settings, tmp_path, django_db_blocker
 ):
-    # Large enough to be split in two parts, each read from the bucket by a worker of
-    # its own, in several reads (the reader's buffer is 1 MiB); and a gzip body, whose
-    # meter reads its trailer (a seek from the end) before the lines.
-    settings.INGEST_PARTS, settings.INGEST_PARTS_MIN_BYTES = 2, 1024 * 1024
-    plain, zipped = trace_body(2500), gzip.compress(trace_body(40).replace(b"run-", b"gz-"))
-    assert len(plain) > 1024 * 1024
+    # A body split in two parts, each read from the bucket by a worker of its own; and a
+    # gzip body, whose meter reads its trailer (a seek from the end) before its lines.
+    settings.INGEST_PARTS, settings.INGEST_PARTS_MIN_BYTES = 2, 64 * 1024
+    settings.INGEST_INLINE_MAX_BYTES = 0  # else nothing under it is split
+    plain, zipped = trace_body(400), gzip.compress(trace_body(40).replace(b"run-", b"gz-"))
+    assert len(plain) > 64 * 1024
     _, token = create_token(user=reviewer, name="ci")
     ids = [post_api(client, body, token).json()["id"] for body in (plain, zipped)]
     batches = [IngestBatch.objects.get(public_id=batch_id) for batch_id in ids]
@@ -120,14 +120,14 @@ def test_a_posted_body_is_ingested_by_a_worker_on_another_machine_through_the_bu
         ]
     assert [batch.state for batch in done] == ["done", "done"], log_path.read_text()[-3000:]
     big, small = done
-    assert (big.lines, big.accepted, big.runs) == (2500 * 6, 2500 * 6, 2500)
+    assert (big.lines, big.accepted, big.runs) == (400 * 6, 400 * 6, 400)
     assert list(IngestPart.objects.filter(batch=big).values_list("state", flat=True)) == [
         "done",
         "done",
     ]
     assert (small.lines, small.accepted, small.runs) == (40 * 6, 40 * 6, 40)
-    assert Run.objects.count() == 2540
-    assert TraceLine.objects.count() == 2540 * 6
+    assert Run.objects.count() == 440
+    assert TraceLine.objects.count() == 440 * 6
     # Every line is stored: the kept bodies are deleted from the bucket, and the worker
     # kept nothing in a folder of its own.
     assert keys(s3_env) == []
