@@ -16,7 +16,7 @@ rendered again. Prints median and p95 per page; the last line is one JSON object
 `warm_ratio` leaves out the queues right after a change, `cold_ratio` is those alone.
 `search_ratio` is the searched queue's, outside the goal for now: a search matches several
 columns no index serves (entity, agent, sources), and its counts are taken over it again
-after every change. The figures of past runs are in the README.
+after every change. The figures of past runs are in docs/operations.md.
 """
 
 from __future__ import annotations

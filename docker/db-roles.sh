@@ -1,5 +1,5 @@
 #!/bin/sh
-# The database's two roles (README, Security): the owner of the tables, whom migrations run
+# The database's two roles (docs/security.md): the owner of the tables, whom migrations run
 # as, and the app's role, which owns nothing and gets its privileges from `manage.py
 # migrate`. Neither is a superuser. Run by the postgres image once, when its volume is new
 # (mounted in /docker-entrypoint-initdb.d); on a database made before, run it by hand:

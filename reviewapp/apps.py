@@ -28,6 +28,7 @@ class ReviewAppConfig(AppConfig):
         from celery.signals import after_setup_logger, after_setup_task_logger
 
         from reviewapp.accounts.roles import ensure_roles
+        from reviewapp.infra import lookups  # noqa: F401  (registers field__any)
 
         # A Celery worker sets up its own log handlers: they escape what tasks log too.
         for signal in (after_setup_logger, after_setup_task_logger):

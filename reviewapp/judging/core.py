@@ -72,5 +72,5 @@ def stored_runs(
         except RecordError:
             # Accepted when it arrived; an engine that has grown stricter skips it, loudly.
             log.warning("stored record %s no longer parses; skipped", record_id)
-    runs = Run.objects.filter(pk__in=pks).order_by("pk").values_list("pk", "run_id", "agent")
+    runs = Run.objects.filter(pk__any=pks).order_by("pk").values_list("pk", "run_id", "agent")
     return [RunToJudge(pk, run_id, agent, records[pk]) for pk, run_id, agent in runs if records[pk]]

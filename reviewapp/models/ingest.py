@@ -3,14 +3,13 @@ records read from them (lines and records are written once and never changed).""
 
 from __future__ import annotations
 
-import itertools
 import logging
 import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from django.conf import settings
-from django.db import models
+from django.db import connection, models
 from django.db.models import Q
 
 from reviewapp.engine import RecordError, decode_line, line_payload
@@ -299,23 +298,36 @@ def stored_documents(run_pks: Iterable[int]) -> Iterator[tuple[int, int, dict[st
     recording order, read in bounded memory. A native line that no longer decodes (an
     engine grown stricter since) is skipped, loudly, as judging skips a record that no
     longer parses."""
-    rows = (
-        TraceRecord.objects.filter(run_id__in=sorted(set(run_pks)))
-        .order_by("run_id", "id")
-        .values_list("run_id", "id", "data", "line_id")
-        .iterator(chunk_size=STORED_DOCUMENTS_CHUNK)
-    )
-    while chunk := list(itertools.islice(rows, STORED_DOCUMENTS_CHUNK)):
-        # The native records' lines by their ids, a chunk at a time. Not a join: planned
-        # on the statistics of tables an ingest has just filled, it can become a scan of
-        # every line for each record.
-        native = [line_id for _, _, data, line_id in chunk if data is None]
-        raws = dict(TraceLine.objects.filter(pk__in=native).values_list("pk", "raw"))
-        for run_pk, record_id, data, line_id in chunk:
-            try:
-                yield run_pk, record_id, record_document(data, raws.get(line_id))
-            except RecordError:
-                log.warning("stored record %s no longer decodes; skipped", record_id)
+    pks = sorted(set(run_pks))
+    after: tuple[int, int] = (0, 0)
+    with connection.cursor() as cursor:
+        while True:
+            # Keyset pages along the (run, id) index. The ids travel as one array
+            # parameter: thousands of IN placeholders cost more to build than to run.
+            cursor.execute(
+                "SELECT run_id, id, data, line_id FROM reviewapp_tracerecord "
+                "WHERE run_id = ANY(%s) AND (run_id, id) > (%s, %s) ORDER BY run_id, id LIMIT %s",
+                [pks, *after, STORED_DOCUMENTS_CHUNK],
+            )
+            chunk = cursor.fetchall()
+            if not chunk:
+                return
+            after = (chunk[-1][0], chunk[-1][1])
+            # The native records' lines by their ids, a chunk at a time. Not a join: planned
+            # on the statistics of tables an ingest has just filled, it can become a scan of
+            # every line for each record.
+            native = [line_id for _, _, data, line_id in chunk if data is None]
+            cursor.execute("SELECT id, raw FROM reviewapp_traceline WHERE id = ANY(%s)", [native])
+            raws = dict(cursor.fetchall())
+            for run_pk, record_id, data, line_id in chunk:
+                try:
+                    document = record_document(
+                        decode_line(data) if isinstance(data, str) else data, raws.get(line_id)
+                    )
+                except RecordError:
+                    log.warning("stored record %s no longer decodes; skipped", record_id)
+                    continue
+                yield run_pk, record_id, document
 
 
 STORED_DOCUMENTS_CHUNK = 5000

@@ -79,7 +79,7 @@ def shadow_judge_runs(
         heartbeat()
         block = pks[start : start + RUNS_PER_BLOCK]
         through = dict(
-            Run.objects.filter(pk__in=block, current_judgement__isnull=False).values_list(
+            Run.objects.filter(pk__any=block, current_judgement__isnull=False).values_list(
                 "pk", "current_judgement__through_record_id"
             )
         )
@@ -97,7 +97,7 @@ def _not_judged(candidate: PolicyCandidate, through: dict[int, int]) -> set[int]
     """The runs (of `through`: run -> last record to judge) the candidate has not judged up
     to that record."""
     done = set(
-        Judgement.objects.filter(purpose=SHADOW, candidate=candidate, run_id__in=list(through))
+        Judgement.objects.filter(purpose=SHADOW, candidate=candidate, run_id__any=through)
         .values_list("run_id", "through_record_id")
         .order_by()
     )
