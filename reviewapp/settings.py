@@ -5,6 +5,7 @@ generated secret key kept in var/)."""
 import os
 import secrets
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import quote
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -344,9 +345,52 @@ REPLAY_SHARED_FIXTURES_DIR = Path(
     os.environ.get("REPLAY_SHARED_FIXTURES_DIR", BASE_DIR.parent / "shared" / "fixtures")
 )
 
-# Uploaded and posted trace files wait here for a worker (a volume shared with the
-# workers in docker-compose).
+# Uploaded and posted trace files wait for a worker in the uploads storage
+# (reviewapp/ingest/kept.py): by default the folder UPLOAD_DIR, which every worker must
+# see (one machine, or a volume shared with the workers as in docker-compose); with
+# UPLOAD_S3_BUCKET, a bucket of an S3-compatible object store (AWS S3, MinIO, Ceph...)
+# that workers on any machine reach. Either way a body is received into UPLOAD_DIR first.
 UPLOAD_DIR = Path(os.environ.get("UPLOAD_DIR", VAR_DIR / "uploads"))
+
+
+def uploads_storage(environ: Mapping[str, str], folder: Path) -> dict:
+    """STORAGES["uploads"] as the environment says: the folder, or with UPLOAD_S3_BUCKET
+    the bucket (django-storages' S3Storage, its files read as a stream: infra/s3.py)."""
+    bucket = environ.get("UPLOAD_S3_BUCKET", "")
+    if not bucket:
+        return {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(folder)},
+        }
+    style = environ.get("UPLOAD_S3_ADDRESSING_STYLE") or None
+    if style not in (None, "auto", "path", "virtual"):
+        raise ImproperlyConfigured(
+            f"UPLOAD_S3_ADDRESSING_STYLE must be auto, path or virtual, got {style!r}"
+        )
+    return {
+        "BACKEND": "reviewapp.infra.s3.StreamingS3Storage",
+        "OPTIONS": {
+            "bucket_name": bucket,
+            # Keys under this prefix; their names are random, so none is looked up first.
+            "location": environ.get("UPLOAD_S3_PREFIX", "uploads"),
+            "file_overwrite": True,
+            # Another store than AWS S3: its URL (https://minio.example.com:9000, say).
+            "endpoint_url": environ.get("UPLOAD_S3_ENDPOINT_URL") or None,
+            "region_name": environ.get("UPLOAD_S3_REGION") or None,
+            # None (boto3's auto): path style for an endpoint URL, virtual for AWS.
+            "addressing_style": style,
+            # Unset: boto3 finds them (AWS_ACCESS_KEY_ID..., an instance's role).
+            "access_key": environ.get("UPLOAD_S3_ACCESS_KEY_ID") or None,
+            "secret_key": environ.get("UPLOAD_S3_SECRET_ACCESS_KEY") or None,
+        },
+    }
+
+
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "uploads": uploads_storage(os.environ, UPLOAD_DIR),
+}
 # The largest body the ingest API and the upload page accept.
 INGEST_MAX_BYTES = env_int("INGEST_MAX_BYTES", 512 * 1024 * 1024)
 # An uploaded file past INGEST_MAX_BYTES is refused as it arrives, not spooled first.

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from reviewapp.celery import app
 from reviewapp.infra.locks import BATCH_LOCK_SPACE, locks_held
+from reviewapp.ingest.kept import kept_delete, kept_exists
 from reviewapp.ingest.streams import file_digest
 from reviewapp.models import IngestBatch, IngestPart, ShadowDesignation, TraceLine, TraceRecord
 
@@ -92,7 +93,7 @@ def identical_note(identical: int) -> str:
 def create_batch(
     *,
     channel: str,
-    path: Path,
+    path: Path | str,
     file_name: str,
     digest: tuple[str, int] | None = None,
     user: Any = None,
@@ -100,9 +101,10 @@ def create_batch(
     idempotency_key: str | None = None,
     parts: int | None = None,
 ) -> IngestBatch:
-    """A batch for the file at `path`, split into `parts` (by default, as its channel, its
-    size and the settings say: _parts_for)."""
-    sha256, size = digest or file_digest(path)
+    """A batch for the file at `path` (a file of this machine, or a name in the uploads
+    storage: ingest.kept, with its `digest`), split into `parts` (by default, as its
+    channel, its size and the settings say: _parts_for)."""
+    sha256, size = digest or file_digest(Path(path))
     if parts is None:
         parts = _parts_for(channel, size)
     return IngestBatch.objects.create(
@@ -161,18 +163,16 @@ class BatchNotRetryable(Exception):
     """A batch that cannot be sent again: not failed, or its kept file is gone."""
 
 
-def retry_batch(batch: IngestBatch, *, body: Path | None = None) -> None:
+def retry_batch(batch: IngestBatch, *, body: str | None = None) -> None:
     """Send a failed batch to a worker again. `body`: the same content received again
-    (an API client re-posting), kept in place of a file that is gone."""
+    (an API client re-posting) and kept (its name in the uploads storage), the batch's in
+    place of a file that is gone."""
     if batch.state != IngestBatch.State.FAILED:
         raise BatchNotRetryable(f"the batch is {batch.state}, not failed")
-    kept = bool(batch.stored_path) and Path(batch.stored_path).exists()
+    kept = kept_exists(batch.stored_path)
     if body is not None and not kept:
-        if batch.stored_path:
-            body.replace(batch.stored_path)
-        else:  # deleted after the batch ran out of tries: keep the body where it is
-            batch.stored_path = str(body)
-            IngestBatch.objects.filter(pk=batch.pk).update(stored_path=batch.stored_path)
+        batch.stored_path = body
+        IngestBatch.objects.filter(pk=batch.pk).update(stored_path=body)
         kept = True
     if not kept:
         raise BatchNotRetryable("its file is no longer kept; send the traces again")
@@ -256,7 +256,7 @@ def failed_bodies_delete(*, kept_for: timedelta, max_attempts: int) -> int:
     )
     deleted = 0
     for batch in expired.exclude(stored_path="").only("pk", "stored_path", "error"):
-        Path(batch.stored_path).unlink(missing_ok=True)
+        kept_delete(batch.stored_path)
         IngestBatch.objects.filter(pk=batch.pk, state=IngestBatch.State.FAILED).update(
             stored_path="",
             error=f"{batch.error} Its kept body was deleted after {kept_for.days} days.".strip(),

@@ -49,9 +49,10 @@ class InflateMeter:
         return self.inflated / self.expected
 
     @classmethod
-    def of(cls, path: str | Path) -> InflateMeter | None:
-        """A meter for a gzip file (None for a plain one)."""
-        with open(path, "rb") as stream:
+    def of(cls, stream: BinaryIO) -> InflateMeter | None:
+        """A meter for a gzip file (None for a plain one), open in `stream` (a seekable
+        one, left at its start)."""
+        try:
             if stream.read(2) != GZIP_MAGIC:
                 return None
             try:
@@ -59,6 +60,8 @@ class InflateMeter:
             except OSError:  # shorter than a gzip trailer: the reader says what is wrong
                 return cls(None)
             return cls(int.from_bytes(stream.read(4), "little"))
+        finally:
+            stream.seek(0)
 
 
 class _Capped(io.RawIOBase):

@@ -6,15 +6,15 @@ rejected and why (OTLP's partial success).
 A small request (what exporters send: a few hundred spans) is decoded and ingested while
 the exporter waits, so that its partial success is true. The web process never holds more
 of a body than INGEST_INLINE_MAX_BYTES inflated: a gzip is inflated as a stream, and a
-request that inflates past that is kept as it came for a worker (which decodes and stores
-it as it would have been here) and answered at once, as accepted. Past the OTLP limit
+request that inflates past that is kept as it came for a worker, in the uploads storage
+(ingest.kept; the worker decodes and stores it as it would have been here), and answered at
+once, as accepted. Past the OTLP limit
 (otlp_messages.request_limit, as it arrives or inflated) it is refused with 413."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import uuid
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +25,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from reviewapp.ingest.batches import create_batch, send_to_worker
 from reviewapp.ingest.files import GZIP_MAGIC, DecompressedTooLarge, open_stream
+from reviewapp.ingest.kept import kept_bytes_store, kept_delete, kept_store
 from reviewapp.ingest.otlp_messages import (
     JSON,
     KEPT_SUFFIXES,
@@ -35,7 +36,7 @@ from reviewapp.ingest.otlp_messages import (
     request_limit,
 )
 from reviewapp.ingest.pipeline import ingest_batch
-from reviewapp.ingest.streams import Kept, Readable, TooLarge, keep_stream, upload_dir
+from reviewapp.ingest.streams import Kept, Readable, TooLarge, keep_stream
 from reviewapp.models import ApiToken, IngestBatch, TraceLine
 
 CONTENT_TYPES = {PROTOBUF: PROTOBUF, "application/protobuf": PROTOBUF, JSON: JSON}
@@ -157,7 +158,7 @@ def otlp_receive(
     except BadRequest as exc:
         return refusal(400, str(exc), encoding)
     finally:
-        kept.path.unlink(missing_ok=True)  # gone already when a worker's batch took it
+        kept.path.unlink(missing_ok=True)  # gone already when the uploads storage took it
     if not traces:
         return _success(encoding, 0, "")
     return _ingest(traces, token=token, encoding=encoding)
@@ -166,19 +167,19 @@ def otlp_receive(
 def _to_worker(kept: Kept, *, encoding: str, gzipped: bool, token: ApiToken) -> Answer:
     """A request too large to decode here, kept as it came for a worker, which decodes it
     into the lines it would have been given here (otlp_messages.kept_request_lines)."""
-    path = kept.path.rename(kept.path.with_name(kept.path.name + KEPT_SUFFIXES[encoding]))
+    stored = kept_store(kept, suffix=KEPT_SUFFIXES[encoding])
     extension = (".pb" if encoding == PROTOBUF else ".json") + (".gz" if gzipped else "")
     try:
         batch = create_batch(
             channel=IngestBatch.Channel.OTLP,
-            path=path,
+            path=stored,
             file_name=f"otlp-{kept.sha256[:12]}{extension}",
             digest=(kept.sha256, kept.size),
             user=token.user,
             token=token,
         )
     except BaseException:
-        path.unlink(missing_ok=True)
+        kept_delete(stored)
         raise
     send_to_worker(batch)
     return _success(encoding, 0, "")
@@ -186,17 +187,20 @@ def _to_worker(kept: Kept, *, encoding: str, gzipped: bool, token: ApiToken) -> 
 
 def _ingest(traces, *, token: ApiToken, encoding: str) -> Answer:
     content = b"".join(trace.line + b"\n" for trace in traces)
-    path = upload_dir() / uuid.uuid4().hex
-    path.write_bytes(content)
+    stored = kept_bytes_store(content)
     sha256 = hashlib.sha256(content).hexdigest()
-    batch = create_batch(
-        channel=IngestBatch.Channel.OTLP,
-        path=path,
-        file_name=f"otlp-{sha256[:12]}.jsonl",
-        digest=(sha256, len(content)),
-        user=token.user,
-        token=token,
-    )
+    try:
+        batch = create_batch(
+            channel=IngestBatch.Channel.OTLP,
+            path=stored,
+            file_name=f"otlp-{sha256[:12]}.jsonl",
+            digest=(sha256, len(content)),
+            user=token.user,
+            token=token,
+        )
+    except BaseException:
+        kept_delete(stored)
+        raise
     if len(content) > settings.INGEST_INLINE_MAX_BYTES:
         send_to_worker(batch)
         return _success(encoding, 0, "")

@@ -35,6 +35,7 @@ from reviewapp.ingest.batches import (
 )
 from reviewapp.ingest.files import BlankRun, InflateMeter, RawLine, iter_lines_and_blank_runs
 from reviewapp.ingest.judge import RunsInFlight, judge_stored_runs, runs_to_judge
+from reviewapp.ingest.kept import kept_delete, kept_open
 from reviewapp.ingest.lines import (
     Line,
     count_identical_to_stored,
@@ -207,7 +208,7 @@ def batch_finish(
     if batch.channel != IngestBatch.Channel.CLI:
         # Every line is stored now: the kept copy of an upload or a body has done its work
         # (a file named on the command line is the user's own, and stays).
-        Path(batch.stored_path).unlink(missing_ok=True)
+        kept_delete(batch.stored_path)
     return summary
 
 
@@ -280,13 +281,13 @@ def store_file(
     windows fixed by the file, that happens at the same line whoever reads it, however
     many parts share it (ingest.parts)."""
     occurrences = OccurrenceCounter()
-    meter = InflateMeter.of(batch.stored_path)
     with (
         fewer_collections(),
-        open(batch.stored_path, "rb") as stream,
+        kept_open(batch.stored_path) as stream,
         closing(occurrences),
         ChunkWriter() as writer,
     ):
+        meter = InflateMeter.of(stream)
         chunk: list[RawLine] = []
         lines = _lines_of(batch, stream, meter)
         window = 0

@@ -20,6 +20,7 @@ from reviewapp.ingest.batches import (
     send_to_worker,
 )
 from reviewapp.ingest.files import is_gzip
+from reviewapp.ingest.kept import kept_delete, kept_store
 from reviewapp.ingest.pipeline import ingest_batch
 from reviewapp.ingest.sniff import file_binary_kind, refusal
 from reviewapp.ingest.streams import Kept, Readable, TooLarge, keep_stream
@@ -52,14 +53,20 @@ def upload_receive(upload: Readable, *, name: str, user) -> Received:
     binary file."""
     kept = keep_stream(upload)
     _refuse_binary(kept)
-    batch = create_batch(
-        channel=IngestBatch.Channel.UPLOAD,
-        path=kept.path,
-        file_name=name,
-        digest=(kept.sha256, kept.size),
-        user=user,
-    )
-    if kept.size <= settings.INGEST_INLINE_MAX_BYTES and not is_gzip(kept.path):
+    inline = kept.size <= settings.INGEST_INLINE_MAX_BYTES and not is_gzip(kept.path)
+    stored = kept_store(kept)
+    try:
+        batch = create_batch(
+            channel=IngestBatch.Channel.UPLOAD,
+            path=stored,
+            file_name=name,
+            digest=(kept.sha256, kept.size),
+            user=user,
+        )
+    except BaseException:
+        kept_delete(stored)
+        raise
+    if inline:
         return Received(batch, ingest_batch(batch))
     send_to_worker(batch)
     return Received(batch, None)
@@ -114,11 +121,12 @@ def api_body_receive(
         kept.path.unlink(missing_ok=True)
         raise DeliveryRefused(400, "empty body: send JSON Lines (optionally gzip-compressed)")
     _refuse_binary(kept)
+    stored = kept_store(kept)
     try:
         with transaction.atomic():
             batch = create_batch(
                 channel=IngestBatch.Channel.API,
-                path=kept.path,
+                path=stored,
                 file_name=file_name or f"api-{kept.sha256[:12]}.jsonl",
                 digest=(kept.sha256, kept.size),
                 user=token.user,
@@ -129,15 +137,18 @@ def api_body_receive(
     except IntegrityError:
         earlier = IngestBatch.objects.get(api_token=token, idempotency_key=idempotency_key)
         if earlier.content_sha256 != kept.sha256:
-            kept.path.unlink(missing_ok=True)
+            kept_delete(stored)
             raise DeliveryRefused(
                 422, "this Idempotency-Key was used with a different body"
             ) from None
         if earlier.state == IngestBatch.State.FAILED:
             with suppress(BatchNotRetryable):
-                retry_batch(earlier, body=kept.path)
-        if earlier.stored_path != str(kept.path):  # else it is the batch's body now
-            kept.path.unlink(missing_ok=True)
+                retry_batch(earlier, body=stored)
         earlier.refresh_from_db()
+        if earlier.stored_path != stored:  # else it is the batch's body now
+            kept_delete(stored)
         return Received(earlier, None)
+    except BaseException:
+        kept_delete(stored)
+        raise
     return Received(batch, None)

@@ -1,6 +1,7 @@
-"""Streams to files: an uploaded file or an API body is kept in the upload folder and hashed
-on the way, in one pass and never past its limit; a file named on the command line is
-hashed where it lies."""
+"""Streams to files: an uploaded file or an API body is received into a file of this
+machine's upload folder and hashed on the way, in one pass and never past its limit (what
+waits for a worker then goes to the uploads storage: ingest.kept); a file named on the
+command line is hashed where it lies."""
 
 from __future__ import annotations
 
@@ -28,15 +29,18 @@ class Kept:
     size: int
 
 
-def upload_dir() -> Path:
-    path = Path(settings.UPLOAD_DIR)
+def receiving_dir() -> Path:
+    """Where this process receives a body: in the upload folder, so that the uploads
+    storage's folder (by default that folder) takes it by renaming it."""
+    path = Path(settings.UPLOAD_DIR) / "receiving"
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
 def keep_stream(source: Readable, *, limit: int | None = None) -> Kept:
-    """Copy a stream into the upload folder, hashing it; TooLarge past `limit` bytes."""
-    target = upload_dir() / uuid.uuid4().hex
+    """Copy a stream into a file of this machine's upload folder, hashing it; TooLarge
+    past `limit` bytes."""
+    target = receiving_dir() / uuid.uuid4().hex
     try:
         with target.open("wb") as out:
             sha256, size = _hashed(source, out, limit)

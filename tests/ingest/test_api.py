@@ -2,7 +2,6 @@
 
 import gzip
 import json
-from pathlib import Path
 
 import pytest
 from django.urls import reverse
@@ -11,6 +10,7 @@ from reviewapp.ingest.pipeline import ingest_stored_batch
 from reviewapp.ingest.tokens import create_token, revoke_token
 from reviewapp.models import ApiToken, AuditEvent, IngestBatch, TraceLine
 from tests.paths import SPEC as SPEC_DIR
+from tests.uploads import files_under, is_kept, kept_body, uploads_in
 
 pytestmark = pytest.mark.django_db
 SPEC = SPEC_DIR
@@ -53,10 +53,10 @@ def test_a_post_is_accepted_queued_and_then_ingested(
     payload = response.json()
     assert payload["state"] == "queued" and payload["file"] == "order-status.jsonl"
     assert len(callbacks) == 1  # the worker task is sent only once the batch is committed
-    kept = Path(IngestBatch.objects.get().stored_path)
-    assert kept.read_bytes() == BODY
-    ingest_stored_batch(IngestBatch.objects.get().pk)
-    assert not kept.exists()  # every line is stored: the kept body is gone
+    batch = IngestBatch.objects.get()
+    assert kept_body(batch) == BODY
+    ingest_stored_batch(batch.pk)
+    assert not is_kept(batch)  # every line is stored: the kept body is gone
     status = client.get(payload["url"], headers={"Authorization": f"Bearer {token}"}).json()
     assert (status["state"], status["lines"], status["accepted"], status["tickets"]) == (
         "done",
@@ -102,7 +102,7 @@ def test_an_idempotency_key_reused_with_another_body_gets_422(client, token):
 
 
 def test_an_oversized_or_empty_body_is_refused_clearly(client, token, settings, tmp_path):
-    settings.UPLOAD_DIR = tmp_path / "uploads"
+    uploads_in(settings, tmp_path / "uploads")
     settings.INGEST_MAX_BYTES = 100
     response = post(client, BODY, token)
     assert response.status_code == 413 and "limit" in response.json()["error"]
@@ -111,7 +111,7 @@ def test_an_oversized_or_empty_body_is_refused_clearly(client, token, settings, 
     long_key = post(client, BODY, token, **{"Idempotency-Key": "k" * 201})
     assert long_key.status_code == 400 and "Idempotency-Key" in long_key.json()["error"]
     assert IngestBatch.objects.count() == 0
-    assert list(Path(settings.UPLOAD_DIR).iterdir()) == []  # nothing refused was kept
+    assert files_under(settings.UPLOAD_DIR) == set()  # nothing refused was kept
 
 
 def test_a_batch_is_visible_only_to_its_owner(client, token, approver):

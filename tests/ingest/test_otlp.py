@@ -3,7 +3,6 @@ classes) and JSON, gzip, the OTLP status codes and partial-success answers."""
 
 import gzip
 import json
-from pathlib import Path
 
 import pytest
 from django.urls import reverse
@@ -27,6 +26,7 @@ from reviewapp.ingest.otlp_messages import json_traces, protobuf_traces
 from reviewapp.ingest.pipeline import ingest_stored_batch
 from reviewapp.ingest.tokens import create_token
 from reviewapp.models import IngestBatch, Run, Ticket, TraceLine, TraceRecord
+from tests.uploads import is_kept, kept_body
 
 pytestmark = pytest.mark.django_db
 TRACE = bytes.fromhex("5b8efff798038103d269b633813fc60c")
@@ -311,14 +311,14 @@ def test_an_export_past_what_is_decoded_here_is_kept_for_a_worker_that_stores_it
     assert response.content in (ExportTraceServiceResponse().SerializeToString(), b"{}")
     batch = IngestBatch.objects.get()
     assert batch.state == "queued" and not Run.objects.exists()
-    assert Path(batch.stored_path).read_bytes() == posted
+    assert kept_body(batch) == posted
     ingest_stored_batch(batch.pk)  # what the worker runs
     batch.refresh_from_db()
     assert (batch.state, batch.lines, batch.accepted, batch.ignored) == ("done", 1, 1, 2)
     stored = TraceLine.objects.filter(batch=batch).order_by("line_number")
     assert [bytes(line.raw) for line in stored] == [trace.line for trace in expected]
     assert Ticket.objects.filter(kind="conflict").count() == 1
-    assert not Path(batch.stored_path).exists()
+    assert not is_kept(batch)
 
 
 def test_a_kept_export_that_is_no_request_is_one_rejected_line_saying_why(client, token):

@@ -34,6 +34,7 @@ from reviewapp.models import IngestBatch, Ticket, TraceLine
 from tests.gzips import repeated_gzip
 from tests.ingest.test_otlp import attributes, conflict_spans, payload, request_of
 from tests.paths import ROOT
+from tests.uploads import is_kept, kept_body, uploads_in
 from tests.workers import stop_group, wait_for
 
 MIB = 1 << 20
@@ -213,8 +214,10 @@ def reset_peak(pid: int) -> None:
 
 
 @pytest.fixture
-def web(transactional_db, tmp_path) -> Iterator[WebServer]:
-    """gunicorn with one worker on the test database, every limit at its default."""
+def web(transactional_db, tmp_path, settings) -> Iterator[WebServer]:
+    """gunicorn with one worker on the test database, every limit at its default; what it
+    keeps for a worker, this process finds (it ingests it as the worker would)."""
+    uploads_in(settings, tmp_path / "uploads")
     database = connection.settings_dict["NAME"]  # the test database, made by now
     port = _free_port()
     environment = {
@@ -303,7 +306,7 @@ def test_a_body_inflating_to_511_mib_leaves_the_web_process_within_64_mib_of_res
     assert peak - rest < PEAK_ABOVE_REST, f"peak {peak / MIB:.0f} MiB, at rest {rest / MIB:.0f}"
     batch = IngestBatch.objects.get(file_name__endswith=".pb.gz")
     assert batch.state == IngestBatch.State.QUEUED
-    assert Path(batch.stored_path).read_bytes() == posted
+    assert kept_body(batch) == posted
 
     # The worker stores it as the receiver would have while the exporter waited.
     ingest_stored_batch(batch.pk)
@@ -312,4 +315,4 @@ def test_a_body_inflating_to_511_mib_leaves_the_web_process_within_64_mib_of_res
     stored = TraceLine.objects.filter(batch=batch).order_by("line_number")
     assert [bytes(line.raw) for line in stored] == [t.line for t in protobuf_traces(large)]
     assert Ticket.objects.filter(batch=batch).count() == 500
-    assert not Path(batch.stored_path).exists()
+    assert not is_kept(batch)

@@ -15,6 +15,7 @@ from reviewapp.ingest.tokens import create_token
 from reviewapp.models import IngestBatch, IngestPart
 from tests.ingest.test_parts import empty_database, mixed_trace, snapshot
 from tests.ingest.test_worker import post_api
+from tests.uploads import is_kept
 from tests.workers import celery_worker, wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -76,7 +77,7 @@ def test_a_large_posted_body_is_ingested_in_parts(workers, client, reviewer, tmp
     assert batch.parts == 2 and batch.bytes_done == batch.size_bytes
     assert batch.lines == batch.accepted == body.count(b"\n") and batch.runs == 200
     assert list(batch.part_rows.values_list("state", flat=True)) == ["done", "done"]
-    assert not Path(batch.stored_path).exists(), "the kept body is deleted once stored"
+    assert not is_kept(batch), "the kept body is deleted once stored"
 
 
 def test_the_command_refuses_fewer_than_one_part(tmp_path, capsys):

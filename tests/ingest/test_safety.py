@@ -20,6 +20,7 @@ from reviewapp.ingest.batches import create_batch, stalled_batches
 from reviewapp.ingest.pipeline import ingest_batch, ingest_file, ingest_stored_batch
 from reviewapp.ingest.tokens import create_token
 from reviewapp.models import IngestBatch, Run, Ticket, TraceLine
+from tests.uploads import is_kept
 
 pytestmark = pytest.mark.django_db
 
@@ -280,7 +281,7 @@ def test_a_failed_batch_is_tried_again_from_the_api_and_the_page(
         ingest_batch(batch)
     batch.refresh_from_db()
     assert batch.state == "failed" and batch.attempts == 1
-    assert Path(batch.stored_path).exists()  # kept for the next try
+    assert is_kept(batch)  # kept for the next try
 
     # The client posts again with the same key: the failed batch is queued again.
     with django_capture_on_commit_callbacks() as callbacks:

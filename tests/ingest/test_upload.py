@@ -1,13 +1,11 @@
 """The upload page, batch pages and token management in the browser's terms."""
 
-import os
-
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from reviewapp.ingest.streams import upload_dir
 from reviewapp.models import ApiToken, IngestBatch
+from tests.uploads import files_under
 
 pytestmark = pytest.mark.django_db
 GOOD = (
@@ -173,7 +171,7 @@ PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 4
 
 def test_a_binary_file_is_refused_as_such_and_nothing_is_kept(client, reviewer, settings):
     client.force_login(reviewer)
-    kept_before = set(os.listdir(upload_dir()))
+    kept_before = files_under(settings.UPLOAD_DIR)
     response = upload(
         client, SimpleUploadedFile("chart.png", PNG), SimpleUploadedFile("a.jsonl", GOOD)
     )
@@ -183,4 +181,4 @@ def test_a_binary_file_is_refused_as_such_and_nothing_is_kept(client, reviewer, 
     noise = bytes(range(256)) * 64  # no magic number: bytes that text never holds
     upload(client, SimpleUploadedFile("noise.jsonl", noise))
     assert not IngestBatch.objects.filter(file_name="noise.jsonl").exists()
-    assert set(os.listdir(upload_dir())) == kept_before  # nothing of either was kept
+    assert files_under(settings.UPLOAD_DIR) == kept_before  # nothing of either was kept

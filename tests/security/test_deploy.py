@@ -18,11 +18,13 @@ from django.utils import timezone
 
 from reviewapp.ingest import pipeline
 from reviewapp.ingest.batches import create_batch, failed_bodies_delete, retry_batch
+from reviewapp.ingest.kept import kept_bytes_store
 from reviewapp.ingest.tokens import create_token
 from reviewapp.models import IngestBatch, TraceLine
 from reviewapp.views.ingest_api import post_traces
 from tests.ingest.test_worker import trace_body
 from tests.paths import ROOT
+from tests.uploads import is_kept, kept_body
 
 pytestmark = pytest.mark.django_db
 
@@ -190,17 +192,17 @@ def test_kept_bodies_of_failed_batches_are_deleted_once_out_of_tries(tmp_path):
     cli = _failed(tmp_path, "mine", 3, week + timedelta(hours=1))
     IngestBatch.objects.filter(pk=cli.pk).update(channel="cli")
     assert failed_bodies_delete(kept_for=week, max_attempts=3) == 1
-    assert not Path(gone.stored_path).exists()
-    assert all(Path(b.stored_path).exists() for b in (recent, retrying, cli))
+    assert not is_kept(gone)
+    assert all(is_kept(b) for b in (recent, retrying, cli))
     gone.refresh_from_db()
     assert gone.stored_path == "" and "deleted" in gone.error
     assert failed_bodies_delete(kept_for=week, max_attempts=3) == 0
     # Sent again by its client, the body is kept anew and the batch tried again.
-    again = tmp_path / "again"
-    again.write_bytes(trace_body(1))
+    again = kept_bytes_store(trace_body(1))
     retry_batch(gone, body=again)
     gone.refresh_from_db()
-    assert (gone.state, gone.stored_path) == ("queued", str(again))
+    assert (gone.state, gone.stored_path) == ("queued", again)
+    assert kept_body(gone) == trace_body(1)
 
 
 def test_a_gzip_batch_shows_progress_while_it_inflates(tmp_path, monkeypatch):
