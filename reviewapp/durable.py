@@ -300,10 +300,14 @@ def silent(kind: Durable, moment: datetime) -> Q:
 
 
 def reconcile(kinds: Iterable[Durable]) -> dict[str, int]:
-    """Send again every kind's units that are due; how many tasks were sent, by kind."""
-    sent = {}
+    """Send again every kind's units that are due; how many tasks were sent, by kind. A
+    task two kinds ask for (a batch stalled, and a part of it lost) is sent once: each
+    claim of a unit counts a try."""
+    sent: dict[str, int] = {}
+    asked: set[Send] = set()
     for kind in kinds:
-        messages = due(kind)
+        messages = [message for message in due(kind) if message not in asked]
+        asked.update(messages)
         for message in messages:
             app.send_task(message.task, args=list(message.args))
         if messages:
