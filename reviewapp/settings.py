@@ -14,6 +14,8 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
+from reviewapp.celery import beat_schedule
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("CROSSCHECK_VAR_DIR", BASE_DIR / "var"))
 
@@ -264,33 +266,13 @@ CELERY_TASK_PUBLISH_RETRY_POLICY = {
     "interval_step": 0.2,
     "interval_max": 0.5,
 }
-# How often beat looks for lost work (batches, parts, replay items) and sends the canary.
-# Lost work is known by the database: a worker holds locks on what it works on, and a
-# worker that dies loses them with its connection (reviewapp/infra/locks.py).
+# How often the reconciler looks for lost work (reviewapp/durable.py: batches, their parts,
+# replay items, shadow backfills and deliveries, settlement labellings) and shows that a
+# worker takes tasks. Lost work is known by the database: a worker holds a lock on what it
+# works on, and a worker that dies loses it with its connection (reviewapp/infra/locks.py).
 RECONCILE_SECONDS = env_int("RECONCILE_SECONDS", 10)
-CELERY_BEAT_SCHEDULE = {
-    "resume-stalled-batches": {
-        "task": "reviewapp.tasks.resume_stalled_batches_task",
-        "schedule": float(RECONCILE_SECONDS),
-    },
-    "canary": {"task": "reviewapp.tasks.canary_task", "schedule": float(RECONCILE_SECONDS)},
-    "fold-kept-counts": {"task": "reviewapp.tasks.fold_kept_counts_task", "schedule": 60.0},
-    "shadow-catch-up": {
-        "task": "reviewapp.tasks.shadow_catch_up_task",
-        "schedule": float(RECONCILE_SECONDS),
-    },
-    # Brings the tallies up to date and closes the months that are due (reviewapp/reports).
-    "close-tally-months": {"task": "reviewapp.tasks.close_tally_months_task", "schedule": 300.0},
-    "reconcile-replay-jobs": {
-        "task": "reviewapp.tasks.reconcile_replay_jobs_task",
-        "schedule": float(RECONCILE_SECONDS),
-    },
-    # A published version's settlement labels, when the task sent at publish was lost.
-    "finish-lost-labellings": {
-        "task": "reviewapp.tasks.finish_lost_labellings_task",
-        "schedule": 300.0,
-    },
-}
+# What beat sends when: the task names are reviewapp/celery.py's.
+CELERY_BEAT_SCHEDULE = beat_schedule(RECONCILE_SECONDS)
 # A running batch whose worker holds none of its locks is sent again at once (after a few
 # seconds' silence); one whose heartbeat (every chunk, every judging step) is this old, is
 # too, whatever the locks say. A queued one no worker took after INGEST_REQUEUE_SECONDS.

@@ -1,5 +1,6 @@
-"""Batches: one delivery of one file or body each, its summary, and sending it to a worker
-(again, when its worker died, its message was lost, or it failed with tries left)."""
+"""Batches: one delivery of one file or body each, its summary, and sending it to a worker.
+A batch is a unit of durable work (reviewapp.durable; BATCHES says how): sent again when
+its worker died, its message was lost, or it failed with tries left."""
 
 from __future__ import annotations
 
@@ -7,27 +8,49 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
-from django.db.models import F, Q, QuerySet, Value
+from django.db import connection
+from django.db.models import Q
 from django.utils import timezone
 
-from reviewapp.celery import app
-from reviewapp.infra.locks import BATCH_LOCK_SPACE, locks_held
+from reviewapp import durable
+from reviewapp.celery import Tasks
+from reviewapp.durable import Durable, Send
+from reviewapp.infra.locks import Space
 from reviewapp.ingest.kept import kept_delete, kept_exists
 from reviewapp.ingest.streams import file_digest
-from reviewapp.models import IngestBatch, IngestPart, ShadowDesignation, TraceLine, TraceRecord
+from reviewapp.models import IngestBatch, ShadowDesignation, TraceLine, TraceRecord
 
-# The task a worker ingests a batch with (reviewapp.tasks), sent by name: services never
-# import the tasks that call them.
-INGEST_TASK = "reviewapp.tasks.ingest_batch_task"
 log = logging.getLogger(__name__)
-# The task judging a delivery's runs under the candidates in shadow (reviewapp.replay).
-SHADOW_TASK = "reviewapp.tasks.shadow_judge_batch_task"
+
+
+def _sent_as(batch: IngestBatch) -> Send:
+    """A batch goes to a worker whole (ingest.pipeline), or to one that sends its parts to
+    workers of their own (ingest.parts): decided here, by how many parts it was given."""
+    return Send(Tasks.INGEST_IN_PARTS if batch.parts > 1 else Tasks.INGEST_BATCH, (batch.pk,))
+
+
+BATCHES = Durable(
+    name="batch",
+    model=IngestBatch,
+    task=Tasks.INGEST_BATCH,
+    sends=_sent_as,
+    lock=Space.BATCH,
+    # A file named on the command line is stored by the command, never sent to a worker.
+    watched=~Q(channel=IngestBatch.Channel.CLI),
+    # Its worker died: nobody holds its lock, and it has been silent a few seconds. A batch
+    # in parts is worked on under its parts' locks (ingest.parts.PARTS tells when one dies).
+    lost_after=5,
+    lost_when=Q(parts__lte=1),
+    stalled_after="INGEST_STALL_SECONDS",
+    requeue_after="INGEST_REQUEUE_SECONDS",
+    retry_after="INGEST_RETRY_SECONDS",
+    max_attempts="INGEST_MAX_ATTEMPTS",
+    keeps="every chunk stored before is kept",
+)
 
 
 # What a summary counts, in the order the command line and the API give it; all but
@@ -132,23 +155,8 @@ def _parts_for(channel: str, size: int) -> int:
 
 def send_to_worker(batch: IngestBatch) -> None:
     """Queue the batch for a worker once the current transaction commits; its heartbeat
-    starts now, so that a message lost on the way is noticed (see stalled_batches)."""
-    IngestBatch.objects.filter(pk=batch.pk).update(heartbeat_at=timezone.now())
-    transaction.on_commit(partial(_send, batch.pk))
-
-
-def _send(batch_pk: int) -> None:
-    try:
-        app.send_task(INGEST_TASK, args=[batch_pk])
-    except Exception:
-        # The broker is down: the request that stored the batch must not fail. Its message
-        # never left, so it is due at the reconciler's next round once the broker is back,
-        # rather than after the wait for a message lost on the way (INGEST_REQUEUE_SECONDS).
-        log.warning("batch %s: not sent to a worker (broker unreachable); beat sends it", batch_pk)
-        unsent_since = timezone.now() - timedelta(seconds=settings.INGEST_REQUEUE_SECONDS + 1)
-        IngestBatch.objects.filter(pk=batch_pk, state=IngestBatch.State.QUEUED).update(
-            heartbeat_at=unsent_since
-        )
+    starts now, so that a message lost on the way is noticed (reviewapp.durable)."""
+    durable.dispatch(BATCHES, batch)
 
 
 def send_to_shadow(batch: IngestBatch) -> None:
@@ -156,7 +164,7 @@ def send_to_shadow(batch: IngestBatch) -> None:
     candidate in shadow (with none in shadow, nothing is sent). Ingest itself neither waits
     for it nor knows what it does."""
     if ShadowDesignation.objects.filter(ended_at__isnull=True).exists():
-        transaction.on_commit(lambda: app.send_task(SHADOW_TASK, args=[batch.pk]), robust=True)
+        durable.send(Tasks.SHADOW_JUDGE_BATCH, batch.pk)
 
 
 class BatchNotRetryable(Exception):
@@ -180,68 +188,6 @@ def retry_batch(batch: IngestBatch, *, body: str | None = None) -> None:
         state=IngestBatch.State.QUEUED, error=""
     )
     send_to_worker(batch)
-
-
-def stalled_batches(
-    *,
-    running: timedelta,
-    queued: timedelta,
-    failed: timedelta,
-    max_attempts: int,
-    lost: timedelta = timedelta(seconds=5),
-) -> list[IngestBatch]:
-    """Batches to send to a worker again (re-ingesting is safe, see the module docstring):
-    running ones whose worker died (lost: none of its locks is held any more, see
-    infra.locks, and it has not beaten for `lost`; or silent for `running`, whatever the
-    locks say), queued ones no worker took (the message was lost), and failed ones with
-    tries left, after a pause that grows with each try."""
-    # The locks first, then the states: a batch that finishes in between is no longer
-    # running when its state is read, and one that starts in between has just beaten.
-    held = locks_held([BATCH_LOCK_SPACE])
-    now = timezone.now()
-    waiting = _sent_to_workers().filter(
-        Q(_silent_before(now - running), state=IngestBatch.State.RUNNING)
-        | Q(_silent_before(now - queued), state=IngestBatch.State.QUEUED)
-        | Q(
-            state=IngestBatch.State.FAILED,
-            attempts__lt=max_attempts,
-            finished_at__lt=Value(now) - Value(failed) * F("attempts"),
-        )
-    )
-    found: dict[int, IngestBatch] = {batch.pk: batch for batch in waiting}
-    for batch in _lost(held, silent_before=now - lost):
-        found.setdefault(batch.pk, batch)
-    return sorted(found.values(), key=lambda batch: (batch.created_at, batch.pk))
-
-
-def _lost(held: set[tuple[int, int]], *, silent_before: Any) -> list[IngestBatch]:
-    """Running batches whose worker is gone: a whole batch whose lock nobody holds, or a
-    batch in parts with a part that is running although nobody holds that part's lock.
-    (Parts still queued behind other work are waiting, not lost: the silence rule is theirs.)"""
-    silent = list(
-        _sent_to_workers().filter(_silent_before(silent_before), state=IngestBatch.State.RUNNING)
-    )
-    in_parts = [batch.pk for batch in silent if batch.parts > 1]
-    part_locks = locks_held([-pk for pk in in_parts])
-    running_parts = IngestPart.objects.filter(
-        batch_id__in=in_parts, state=IngestPart.State.RUNNING
-    ).values_list("batch_id", "index")
-    orphaned = {pk for pk, index in running_parts if (-pk, index) not in part_locks}
-    return [
-        batch
-        for batch in silent
-        if (BATCH_LOCK_SPACE, batch.pk) not in held and (batch.parts <= 1 or batch.pk in orphaned)
-    ]
-
-
-def _sent_to_workers() -> QuerySet[IngestBatch]:
-    """Batches a worker stores (a file named on the command line is stored by the command)."""
-    return IngestBatch.objects.exclude(channel=IngestBatch.Channel.CLI)
-
-
-def _silent_before(moment: Any) -> Q:
-    """No sign of life since `moment`: its last heartbeat, or its creation if it has none."""
-    return Q(heartbeat_at__lt=moment) | Q(heartbeat_at__isnull=True, created_at__lt=moment)
 
 
 def failed_bodies_delete(*, kept_for: timedelta, max_attempts: int) -> int:

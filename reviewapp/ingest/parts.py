@@ -14,9 +14,13 @@ The last part to finish ends the batch with the serial ingest's own final sweep,
 judges the runs the batch touched that no part judged whole (a run an earlier delivery
 began; a run both native lines and an export brought), then counts.
 
-A part is safe to run again, and two workers handed one part leave it to the first
-(as a batch: an advisory lock). A part that fails fails its batch, which is sent again
-as any failed batch is (ingest.batches), and then runs only its parts not done.
+A batch in parts is sent to a worker that claims it as any batch (ingest.batches.BATCHES)
+and sends its parts not done, each to a worker of its own (parts_start). A part is a unit of
+durable work too (reviewapp.durable, PARTS): safe to run again, and claimed, so that two
+workers handed one part leave it to the first. A part whose worker died is found by the
+reconciler, which sends its batch again; a part that fails fails its batch, which is sent
+again as any failed batch is; either way the batch's tries bound its parts', and a batch
+sent again sends only its parts not done.
 
 Known differences from a serial ingest: when one file holds both native lines and an
 external export of the same run, its records from the two are ordered by which part
@@ -28,27 +32,26 @@ from __future__ import annotations
 import logging
 import time
 import zlib
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import msgspec
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F, Min, OuterRef, Subquery
+from django.db.models import Min, OuterRef, Q, Subquery
 from django.utils import timezone
 
-from reviewapp.celery import app
-from reviewapp.infra.locks import advisory_lock
-from reviewapp.ingest.batches import IngestSummary, create_batch
+from reviewapp import durable
+from reviewapp.celery import Tasks
+from reviewapp.durable import Durable, Send
+from reviewapp.infra.locks import Space, advisory_lock
+from reviewapp.ingest.batches import BATCHES, IngestSummary, create_batch
 from reviewapp.ingest.files import RawLine
 from reviewapp.ingest.judge import RunsInFlight
 from reviewapp.ingest.pipeline import (
     ChunkStored,
     Progress,
     batch_finish,
-    batch_lock,
-    ingest_batch,
+    claim_batch,
     run_retrying,
     store_file,
     stored_so_far,
@@ -59,8 +62,19 @@ from reviewapp.models import IngestBatch, IngestPart
 
 log = logging.getLogger(__name__)
 
-# The task a worker ingests one part with (reviewapp.tasks), sent by name.
-PART_TASK = "reviewapp.tasks.ingest_part_task"
+PARTS = Durable(
+    name="part of a batch",
+    model=IngestPart,
+    task=Tasks.INGEST_PART,
+    lock=Space.PART,
+    # Its worker moves its batch's heartbeat as it goes.
+    pulse="batch__heartbeat_at",
+    born=None,
+    watched=Q(batch__state=IngestBatch.State.RUNNING) & ~Q(batch__channel=IngestBatch.Channel.CLI),
+    lost_after=BATCHES.lost_after,
+    # Sent again as its batch, whose tries bound its parts' (ingest.batches.BATCHES).
+    sends=lambda part: Send(Tasks.INGEST_IN_PARTS, (part.batch_id,)),
+)
 
 
 class _RunKey(msgspec.Struct):
@@ -93,6 +107,14 @@ def parts_create(batch: IngestBatch) -> None:
     )
 
 
+def parts_start(batch_id: int) -> None:
+    """What a worker runs for a batch in parts: claim it as any batch (its tries counted,
+    given up when they are spent) and send its parts not done to workers."""
+    with claim_batch(batch_id, when=~Q(state=IngestBatch.State.DONE)) as batch:
+        if batch is not None:
+            parts_dispatch(batch)
+
+
 def parts_dispatch(batch: IngestBatch) -> None:
     """Send every part of the batch not done yet to a worker (once the transaction
     commits); with all done, part 0 again, which ends the batch."""
@@ -106,35 +128,24 @@ def parts_dispatch(batch: IngestBatch) -> None:
         state=IngestPart.State.QUEUED
     )
     for index in pending or [0]:
-        transaction.on_commit(partial(_send_part, batch.pk, index), robust=True)
-
-
-def _send_part(batch_pk: int, index: int) -> None:
-    app.send_task(PART_TASK, args=[batch_pk, index])
+        durable.send(Tasks.INGEST_PART, batch.pk, index)
 
 
 def ingest_part(batch_id: int, index: int) -> None:
     """Store the part's lines and judge its runs; then, if it is the last part to finish,
     end the batch."""
     batch = IngestBatch.objects.get(pk=batch_id)
-    # The part's lock: minus its batch's id, then its index (a batch's own lock has a
-    # positive first key, infra.locks.BATCH_LOCK_SPACE).
-    with advisory_lock(-batch.pk, index) as taken:
-        if not taken:
-            log.info("part %s of batch %s is being ingested elsewhere", index, batch.pk)
-            return
-        part = IngestPart.objects.get(batch=batch, index=index)
-        if part.state != IngestPart.State.DONE:
+    part_pk = IngestPart.objects.values_list("pk", flat=True).get(batch=batch, index=index)
+    not_done = ~Q(state=IngestPart.State.DONE)
+    with durable.claim(PARTS, part_pk, when=not_done, started_at=timezone.now()) as part:
+        if part is not None:
             _store_part(batch, part)
+        elif IngestPart.objects.filter(not_done, pk=part_pk).exists():
+            return  # another worker has it
     _finish_when_all_done(batch.pk)
 
 
 def _store_part(batch: IngestBatch, part: IngestPart) -> None:
-    IngestPart.objects.filter(pk=part.pk).update(
-        state=IngestPart.State.RUNNING,
-        started_at=timezone.now(),
-        attempts=F("attempts") + 1,
-    )
     parts = batch.parts
 
     def take(raw_line: RawLine) -> bool:
@@ -151,7 +162,7 @@ def _store_part(batch: IngestBatch, part: IngestPart) -> None:
             .values("done")
         )
         IngestBatch.objects.filter(pk=batch.pk).update(
-            bytes_done=Subquery(slowest), heartbeat_at=timezone.now(), **stored_so_far(stored)
+            bytes_done=Subquery(slowest), **durable.pulse(BATCHES), **stored_so_far(stored)
         )
 
     def store() -> ChunkStored:
@@ -184,7 +195,7 @@ def _finish_when_all_done(batch_pk: int) -> None:
     """End the batch if every part is done and nobody has ended it. Each part marks itself
     done before it looks, and looks under the batch's lock: of two parts ending at once,
     the second to look sees both done."""
-    with batch_lock(batch_pk, wait=True):
+    with advisory_lock(Space.BATCH, batch_pk, wait=True):
         batch = IngestBatch.objects.get(pk=batch_pk)
         if batch.state == IngestBatch.State.DONE:
             return
@@ -220,7 +231,7 @@ def ingest_file_in_parts(
     batch = create_batch(
         channel=IngestBatch.Channel.CLI, path=path.resolve(), file_name=str(path), parts=parts
     )
-    ingest_batch(batch)
+    parts_start(batch.pk)
     return parts_wait(batch, progress=progress, poll=poll, patience=patience)
 
 

@@ -9,6 +9,10 @@ were appended to, and runs of a batch resumed after a crash) (ingest.judge).
 
 Re-running a batch (a worker killed mid-way, say) loses and doubles nothing: each chunk
 commits whole, line identities are unique, and the counts are read back from the database.
+A worker works on a batch under its claim (reviewapp.durable, ingest.batches.BATCHES).
+
+This module ingests a batch whole; one split into parts is ingested by ingest.parts, which
+builds on it (ingest.batches decides which, when it sends the batch).
 """
 
 from __future__ import annotations
@@ -16,18 +20,20 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import closing, contextmanager
+from contextlib import AbstractContextManager, closing
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
 import psycopg
 from django.conf import settings
 from django.db import OperationalError
-from django.db.models import Count, F, Sum
+from django.db.models import Count, F, Q, Sum, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from reviewapp.infra.locks import BATCH_LOCK_SPACE, advisory_lock
+from reviewapp import durable
 from reviewapp.ingest.batches import (
+    BATCHES,
     IngestSummary,
     count_runs_touched,
     create_batch,
@@ -87,40 +93,31 @@ TRANSIENT_TRIES = 4
 
 
 def ingest_batch(batch: IngestBatch, *, progress: Progress | None = None) -> IngestSummary:
-    """Read, store and judge one batch; safe to call again on the same batch, and from two
-    workers at once (the second finds it taken and leaves it to the first)."""
-    with batch_lock(batch.pk) as taken:
-        if not taken:
-            log.info("batch %s is being ingested elsewhere; left to that worker", batch.pk)
+    """Read, store and judge one batch, whole; safe to call again on the same batch, and
+    from two workers at once (the second finds it claimed and leaves it to the first)."""
+    with claim_batch(batch.pk) as claimed:
+        if claimed is None:
             return IngestSummary.of(IngestBatch.objects.get(pk=batch.pk))
-        seen = IngestBatch.objects.get(pk=batch.pk)
-        if (
-            seen.state == IngestBatch.State.RUNNING
-            and seen.attempts >= settings.INGEST_MAX_ATTEMPTS
-        ):
-            # Running, yet nobody holds it: every try so far died with its worker (a crash,
-            # the memory limit). Delivered again, it would kill the next one: it fails here.
-            _give_up(seen)
-            return IngestSummary.of(seen)
-        IngestBatch.objects.filter(pk=batch.pk).update(
-            state=IngestBatch.State.RUNNING,
-            started_at=batch.started_at or timezone.now(),
-            heartbeat_at=timezone.now(),
-            error="",
-            attempts=F("attempts") + 1,
-        )
-        if seen.parts > 1:
-            # Split into parts, each stored by a worker of its own (ingest.parts, which
-            # builds on this module); the last part to finish ends the batch.
-            from reviewapp.ingest.parts import parts_dispatch
-
-            parts_dispatch(seen)
-            return IngestSummary.of(seen)
         clock = StageClock()
         with counting(clock):
             summary = run_retrying(batch, lambda: _ingest_locked(batch, progress))
         summary.stages = clock.rounded()
         return summary
+
+
+def claim_batch(
+    batch_pk: int, *, when: Q | None = None
+) -> AbstractContextManager[IngestBatch | None]:
+    """The batch's claim (reviewapp.durable) for the time inside: its lock, one more
+    attempt, running; None when another worker has it, or when it is given up here, its
+    worker having died in each of INGEST_MAX_ATTEMPTS tries."""
+    return durable.claim(
+        BATCHES,
+        batch_pk,
+        when=when,
+        error="",
+        started_at=Coalesce(F("started_at"), Value(timezone.now())),
+    )
 
 
 def run_retrying[T](batch: IngestBatch, work: Callable[[], T]) -> T:
@@ -140,15 +137,6 @@ def run_retrying[T](batch: IngestBatch, work: Callable[[], T]) -> T:
         except Exception as exc:
             _mark_failed(batch, exc)
             raise
-
-
-@contextmanager
-def batch_lock(batch_pk: int, *, wait: bool = False) -> Iterator[bool]:
-    """A PostgreSQL advisory lock on the batch for as long as this connection holds it
-    (a killed worker's connection ends, and the lock with it): taken if free, or, with
-    `wait`, once it is."""
-    with advisory_lock(BATCH_LOCK_SPACE, batch_pk, wait=wait) as taken:
-        yield taken
 
 
 def _is_transient(exc: OperationalError) -> bool:
@@ -175,7 +163,7 @@ def batch_finish(
         runs_to_judge(batch, active),
         active=active,
         batch=batch,
-        heartbeat=lambda: _beat(batch.pk),
+        heartbeat=lambda: durable.beat(BATCHES, batch.pk),
     )
     stored = Counter(
         dict(
@@ -212,37 +200,16 @@ def batch_finish(
     return summary
 
 
-def _give_up(batch: IngestBatch) -> None:
-    log.error(
-        "batch %s: its worker died in each of %s tries; not tried again", batch.pk, batch.attempts
-    )
-    IngestBatch.objects.filter(pk=batch.pk).update(
-        state=IngestBatch.State.FAILED,
-        error=(
-            f"its worker died in each of {batch.attempts} tries (a crash, or a memory limit); "
-            "every chunk stored before is kept. It is not tried again by itself."
-        ),
-        finished_at=timezone.now(),
-    )
-    batch.state = IngestBatch.State.FAILED
-
-
 def _mark_failed(batch: IngestBatch, exc: BaseException) -> None:
     # What the batch page and the API show: no server detail (SQL, paths, trace data).
     log.exception("batch %s failed", batch.pk)
-    IngestBatch.objects.filter(pk=batch.pk).update(
-        state=IngestBatch.State.FAILED,
-        error=(
-            f"stopped by an internal error ({type(exc).__name__}); every chunk stored "
-            f"before it is kept, and it is tried again. The server log has the details "
-            f"under batch {batch.pk}."
-        ),
-        finished_at=timezone.now(),
+    durable.fail(
+        BATCHES,
+        batch.pk,
+        f"stopped by an internal error ({type(exc).__name__}); every chunk stored before it "
+        f"is kept, and it is tried again. The server log has the details under batch "
+        f"{batch.pk}.",
     )
-
-
-def _beat(batch_pk: int) -> None:
-    IngestBatch.objects.filter(pk=batch_pk).update(heartbeat_at=timezone.now())
 
 
 def ingest_stored_batch(batch_id: int) -> IngestSummary:
@@ -365,7 +332,7 @@ def _position(read: int, meter: InflateMeter | None, size: int) -> int:
 def _batch_report(batch: IngestBatch, progress: Progress | None) -> Report:
     def report(done: int, stored: ChunkStored) -> None:
         IngestBatch.objects.filter(pk=batch.pk).update(
-            bytes_done=done, heartbeat_at=timezone.now(), **stored_so_far(stored)
+            bytes_done=done, **durable.pulse(BATCHES), **stored_so_far(stored)
         )
         if progress:
             progress(done, batch.size_bytes)

@@ -218,6 +218,9 @@ class SettlementLabelling(models.Model):
     )
     finished_at = models.DateTimeField(null=True, blank=True)
     labelled = models.PositiveIntegerField(default=0)
+    # Workers that took it (reviewapp.durable), and why it was given up, if it was.
+    attempts = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
 
     def __str__(self) -> str:
         state = "labelled" if self.finished_at else "labelling"

@@ -99,6 +99,8 @@ class ShadowBackfill(models.Model):
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True)
+    # Workers that took its current chunk (reviewapp.durable): counted afresh by each chunk done.
+    attempts = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -13,12 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
+from django.db.models import Q
 from django.utils import timezone
 
+from reviewapp import durable
+from reviewapp.celery import Tasks
+from reviewapp.durable import Durable
 from reviewapp.engine import Policy, load_policy
+from reviewapp.infra.locks import Space
 from reviewapp.judging.core import judge, stored_runs
 from reviewapp.judging.policies import policy_of_version
 from reviewapp.models import (
@@ -35,6 +39,26 @@ from reviewapp.review.stamp import DataStamp
 # How many open tickets the proposal form's preview judges again while the browser waits
 # (the motivating ones first); the proposal's page then replays every one on workers.
 PREVIEW_TICKET_LIMIT = 5000
+
+UNFINISHED = Q(finished_at__isnull=True)
+# Labelling what a published version would settle: a unit of durable work (reviewapp.durable),
+# sent to a worker when the version is published (policy.versions).
+LABELLINGS = Durable(
+    name="settlement labelling",
+    model=SettlementLabelling,
+    task=Tasks.LABEL_SETTLEMENTS,
+    lock=Space.LABELLING,
+    # No state of its own: unfinished, claimed before or not.
+    state=None,
+    running=UNFINISHED & Q(attempts__gt=0),
+    queued=UNFINISHED,
+    # Unfinished five minutes after its version was published, with nobody holding its
+    # lock: its message or its worker was lost.
+    pulse="version__published_at",
+    born=None,
+    requeue_after=300,
+    max_attempts=3,
+)
 
 
 def settles(ticket_kind: str, ticket_state: str, verdict_kind: str | None) -> bool:
@@ -133,19 +157,13 @@ def settlements_label(version: PolicyVersion) -> int:
     return labelled
 
 
-def labellings_finish(older_than: timedelta) -> list[int]:
-    """Label what versions published more than `older_than` ago would settle, where no
-    worker has finished it (the task sent at publish was lost: a broker down then, say).
-    Labelling twice adds nothing. Returns the version numbers labelled."""
-    cutoff = timezone.now() - older_than
-    unfinished = PolicyVersion.objects.filter(
-        labelling__finished_at__isnull=True, published_at__lt=cutoff
-    ).order_by("number")
-    numbers = []
-    for version in unfinished:
-        settlements_label(version)
-        numbers.append(version.number)
-    return numbers
+def label_settled(version_id: int) -> int:
+    """What a worker runs once a version is published: its labelling claimed (its tries
+    counted, given up when they are spent), then settlements_label."""
+    with durable.claim(LABELLINGS, version_id, when=UNFINISHED) as labelling:
+        if labelling is None:
+            return 0
+        return settlements_label(PolicyVersion.objects.get(pk=version_id))
 
 
 def labelling_under_way(version: PolicyVersion) -> bool:

@@ -12,12 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from reviewapp import durable
 from reviewapp.accounts.audit import audit_record
-from reviewapp.celery import app
+from reviewapp.celery import Tasks
+from reviewapp.infra.locks import transaction_lock
 from reviewapp.judging.policies import default_policy_document, latest_version
 from reviewapp.models import PolicyVersion, RuleProposal, SettlementLabelling, Ticket
 from reviewapp.policy.documents import apply_change, describe_change
@@ -160,22 +162,14 @@ def policy_version_publish(*, user, reason: str) -> PolicyVersion:
             reason=reason.strip(),
             proposals=[p.pk for p in proposals],
         )
-        transaction.on_commit(lambda: _queue_settlement_labels(version.pk), robust=True)
+        # Labelled by a worker (policy.settlements.LABELLINGS) once this commits.
+        durable.send(Tasks.LABEL_SETTLEMENTS, version.pk)
     return version
 
 
-# The advisory lock every publish takes for its transaction.
-PUBLISH_LOCK = 0x9B1154
-
-
 def _publish_lock() -> None:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [PUBLISH_LOCK])
-
-
-def _queue_settlement_labels(version_id: int) -> None:
-    # Sent by name: services never import the tasks that call them.
-    app.send_task("reviewapp.tasks.label_settled_tickets_task", args=[version_id])
+    """One publish at a time, for the transaction."""
+    transaction_lock("crosscheck_publish")
 
 
 def policy_document_import(*, user, document: Any, rationale: str) -> RuleProposal:

@@ -1,17 +1,17 @@
 """Replay jobs: a fixture set judged again under a candidate, in items that workers claim.
 
 The database is the record of the work, the broker only a hint that there is some: a job
-is split into items (REPLAY_CHUNK_RUNS runs each), and a task sent for a job (by name:
-services never import tasks) claims its items one at a time until none is left. Claiming
-an item commits it as running under a lease, with one more attempt; processing it
-(replay.work) is one transaction that writes its results and marks it done, so an item is
-done once or not at all, and holds the item's row while it works. A worker killed
-mid-item loses its connection, and the row with it: once the item's short lease has run
-out, nobody holding its row, it is claimed again (by the same task redelivered, acks_late with
-reject_on_worker_lost, or by one that beat's reconciler sends). An item claimed
-REPLAY_MAX_ATTEMPTS times without finishing fails, and with it the job (retry sends it
-again): no message loops forever. Cancelling stops claims at once; an item being
-processed then finishes (a chunk takes about a second)."""
+is split into items (REPLAY_CHUNK_RUNS runs each), and a task sent for a job (by name,
+reviewapp.celery.Tasks) claims its items one at a time until none is left. An item is a
+unit of durable work (reviewapp.durable, ITEMS): claiming it takes its lock, commits it
+as running under a lease, with one more attempt; processing it (replay.work) is one
+transaction that writes its results and marks it done, so an item is done once or not at
+all. A worker killed mid-item loses its connection, and the item's lock with it: once its
+short lease has run out, nobody holding its lock, it is claimed again (by the same task
+redelivered, acks_late with reject_on_worker_lost, or by one that the reconciler sends).
+An item claimed REPLAY_MAX_ATTEMPTS times without finishing fails, and with it the job
+(retry sends it again): no message loops forever. Cancelling stops claims at once; an
+item being processed then finishes (a chunk takes about a second)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -31,16 +32,30 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from reviewapp.celery import app
+from reviewapp import durable
+from reviewapp.celery import Tasks
+from reviewapp.durable import Durable, Send
+from reviewapp.infra.locks import Space, locks_held
 from reviewapp.models import FixtureRun, FixtureSet, PolicyCandidate, ReplayItem, ReplayJob
 from reviewapp.replay.compare import COUNTS, sum_counts
 from reviewapp.replay.work import item_process
 
 log = logging.getLogger(__name__)
 
-# The task that works on a job (reviewapp.tasks), sent by name.
-REPLAY_TASK = "reviewapp.tasks.replay_job_task"
 ACTIVE = (ReplayJob.State.QUEUED, ReplayJob.State.RUNNING)
+ITEMS = Durable(
+    name="replay item",
+    model=ReplayItem,
+    task=Tasks.REPLAY_JOB,
+    lock=Space.REPLAY_ITEM,
+    # A claim is its worker's for REPLAY_LEASE_SECONDS; after that, anyone's whose lock is free.
+    pulse="lease_until",
+    lease="REPLAY_LEASE_SECONDS",
+    born=None,
+    max_attempts="REPLAY_MAX_ATTEMPTS",
+    # A job is sent, its items are claimed: what is due is read from both (jobs_due).
+    due=lambda: jobs_due(),
+)
 
 
 class ReplayError(ValueError):
@@ -94,14 +109,13 @@ def job_start(
 
 
 def _send_on_commit(job_id: int, items: int) -> None:
-    tasks = max(1, min(items, settings.REPLAY_TASKS_PER_JOB))
-
-    def send() -> None:
-        for _ in range(tasks):
-            app.send_task(REPLAY_TASK, args=[job_id])
-
-    # robust: a broker that is down must not fail the request; beat sends it again.
-    transaction.on_commit(send, robust=True)
+    # A broker that is down fails nothing: the reconciler sends it at its next round.
+    durable.send(
+        Tasks.REPLAY_JOB,
+        job_id,
+        copies=max(1, min(items, settings.REPLAY_TASKS_PER_JOB)),
+        unsent=partial(ReplayJob.objects.filter(pk=job_id).update, hinted_at=None),
+    )
 
 
 def worker_token() -> str:
@@ -109,45 +123,35 @@ def worker_token() -> str:
 
 
 def claim_next(job_id: int, token: str) -> ReplayItem | None:
-    """Take the job's next queued item (or one whose lease ran out): running, leased to
-    `token`, one more attempt, committed. None when there is nothing to take."""
-    now = timezone.now()
-    lease = timedelta(seconds=settings.REPLAY_LEASE_SECONDS)
+    """Take the job's next queued item, or one whose worker is gone (its lease run out and
+    its lock free): running, leased to `token`, one more attempt, its lock held by this
+    connection until released (job_work does, once it is processed). None when there is
+    nothing to take."""
+    tried: list[int] | None = None
     while True:
-        with transaction.atomic():
-            state = ReplayJob.objects.filter(pk=job_id).values_list("state", flat=True).first()
-            if state not in ACTIVE:
-                return None
-            item = (
-                ReplayItem.objects.select_for_update(skip_locked=True, of=("self",))
-                .filter(job_id=job_id)
-                .filter(
-                    Q(state=ReplayItem.State.QUEUED)
-                    | Q(state=ReplayItem.State.RUNNING, lease_until__lt=now)
+        state = ReplayJob.objects.filter(pk=job_id).values_list("state", flat=True).first()
+        if state not in ACTIVE:
+            return None
+        now = timezone.now()
+        takeable = Q(state=ReplayItem.State.QUEUED) | Q(
+            state=ReplayItem.State.RUNNING, lease_until__lt=now
+        )
+        candidates = list(
+            ReplayItem.objects.filter(takeable, job_id=job_id)
+            .order_by("seq")
+            .values_list("pk", flat=True)[:8]
+        )
+        if not candidates or candidates == tried:
+            return None  # none, or only items other workers hold
+        for pk in candidates:
+            # An item claimed REPLAY_MAX_ATTEMPTS times that never finished is failed here.
+            item = durable.take(ITEMS, pk, when=takeable, claimed_by=token)
+            if item is not None:
+                ReplayJob.objects.filter(pk=job_id, state=ReplayJob.State.QUEUED).update(
+                    state=ReplayJob.State.RUNNING, started_at=now
                 )
-                .order_by("seq")
-                .first()
-            )
-            if item is None:
-                return None
-            if item.attempts >= settings.REPLAY_MAX_ATTEMPTS:
-                # Claimed that often and never finished: its worker died each time.
-                item.state = ReplayItem.State.FAILED
-                item.error = item.error or (
-                    f"not finished after {item.attempts} tries: each time its worker was lost"
-                )
-                item.lease_until = None
-                item.save(update_fields=["state", "error", "lease_until"])
-                continue
-            item.state = ReplayItem.State.RUNNING
-            item.attempts += 1
-            item.lease_until = now + lease
-            item.claimed_by = token
-            item.save(update_fields=["state", "attempts", "lease_until", "claimed_by"])
-            ReplayJob.objects.filter(pk=job_id, state=ReplayJob.State.QUEUED).update(
-                state=ReplayJob.State.RUNNING, started_at=now
-            )
-            return item
+                return item
+        tried = candidates
 
 
 def item_run(item: ReplayItem, token: str) -> None:
@@ -170,15 +174,15 @@ def item_run(item: ReplayItem, token: str) -> None:
 def _record_failure(item: ReplayItem, token: str, exc: BaseException) -> None:
     if connection.needs_rollback or not connection.is_usable():
         connection.close()
-    left = item.attempts < settings.REPLAY_MAX_ATTEMPTS
+    ours = Q(state=ReplayItem.State.RUNNING, claimed_by=token)
+    error = f"{type(exc).__name__}: {exc}"[:2000]
     try:
-        ReplayItem.objects.filter(
-            pk=item.pk, state=ReplayItem.State.RUNNING, claimed_by=token
-        ).update(
-            state=ReplayItem.State.QUEUED if left else ReplayItem.State.FAILED,
-            lease_until=None,
-            error=f"{type(exc).__name__}: {exc}"[:2000],
-        )
+        if item.attempts < settings.REPLAY_MAX_ATTEMPTS:  # tried again at once
+            ReplayItem.objects.filter(ours, pk=item.pk).update(
+                state=ReplayItem.State.QUEUED, lease_until=None, error=error
+            )
+        else:
+            durable.fail(ITEMS, item.pk, error, only=ours)
     except Exception:  # the database is gone too: the lease runs out, beat sends it again
         log.exception("could not record the failure of replay item %s", item.pk)
 
@@ -201,7 +205,10 @@ def job_work(
     while True:
         item = claim_next(job_id, token)
         if item is not None:
-            item_run(item, token)
+            try:
+                item_run(item, token)
+            finally:
+                durable.release(ITEMS, item.pk)
             processed += 1
             if on_item is not None:
                 on_item()
@@ -224,24 +231,18 @@ def _claimable(job_id: int) -> bool:
 
 def _seconds_to_next_lease_end(job_id: int) -> float | None:
     """Seconds until the next item left by a worker that is gone can be claimed; None when
-    every running item is being processed (its worker holds its row) or none runs."""
-    leases = [lease_until for _, lease_until in _running_unheld(job_id)]
+    every running item is being processed (its worker holds its lock) or none runs."""
+    held = locks_held(Space.REPLAY_ITEM)
+    leases = [
+        lease_until
+        for pk, lease_until in ReplayItem.objects.filter(
+            job_id=job_id, state=ReplayItem.State.RUNNING
+        ).values_list("pk", "lease_until")
+        if pk not in held and lease_until is not None
+    ]
     if not leases:
         return None
     return max(0.0, (min(leases) - timezone.now()).total_seconds())
-
-
-def _running_unheld(job_id: int) -> list[tuple[int, Any]]:
-    """The job's running items whose row no transaction holds, with their lease's end. A
-    worker holds its item's row for as long as it processes it (item_process), and a
-    worker that dies loses its connection and the row with it: these are items whose
-    worker is gone, or that it has only just claimed (within their lease)."""
-    with transaction.atomic():
-        return list(
-            ReplayItem.objects.select_for_update(skip_locked=True)
-            .filter(job_id=job_id, state=ReplayItem.State.RUNNING)
-            .values_list("pk", "lease_until")
-        )
 
 
 def finalize(job_id: int) -> ReplayJob:
@@ -316,32 +317,39 @@ def job_retry(job: ReplayJob, *, user: Any = None) -> bool:
     return True
 
 
-def jobs_reconcile() -> int:
-    """Beat, every RECONCILE_SECONDS: send again the jobs nobody works on although they
-    have items to take (a lost message, a worker killed with everything it held, a task out
-    of time), and end those whose items all ended but that were never finalized. Returns
-    how many jobs were sent again."""
+def jobs_due() -> list[Send]:
+    """What the reconciler (reviewapp.durable) sends again: the jobs nobody works on
+    although they have items to take (a lost message, a worker killed with everything it
+    held, a task out of time), once REPLAY_REQUEUE_SECONDS have passed since workers were
+    last told of them. A job whose items have all ended but that was never finalized is
+    ended here."""
     now = timezone.now()
     quiet = now - timedelta(seconds=settings.REPLAY_REQUEUE_SECONDS)
-    sent = 0
+    held = locks_held(Space.REPLAY_ITEM)
+    due: list[Send] = []
     for job_id, hinted_at in ReplayJob.objects.filter(state__in=ACTIVE).values_list(
         "pk", "hinted_at"
     ):
         items = ReplayItem.objects.filter(job_id=job_id)
-        running = set(items.filter(state=ReplayItem.State.RUNNING).values_list("pk", flat=True))
-        unheld = _running_unheld(job_id)
-        left = [pk for pk, lease_until in unheld if lease_until is None or lease_until < now]
-        # Held: being processed (its row locked), or claimed so recently its lease still runs.
-        held = len(running) > len(left)
+        running = list(
+            items.filter(state=ReplayItem.State.RUNNING).values_list("pk", "lease_until")
+        )
+        left = [
+            pk
+            for pk, lease_until in running
+            if pk not in held and (lease_until is None or lease_until < now)
+        ]
+        # Worked on: being processed (its lock held), or claimed so recently its lease runs.
+        worked_on = len(running) > len(left)
         takeable = items.filter(state=ReplayItem.State.QUEUED).count() + len(left)
-        if not held and not takeable:
+        if not worked_on and not takeable:
             finalize(job_id)
-        elif takeable and not held and (hinted_at is None or hinted_at < quiet):
-            with transaction.atomic():
-                ReplayJob.objects.filter(pk=job_id).update(hinted_at=now)
-                _send_on_commit(job_id, takeable)
-            sent += 1
-    return sent
+        elif takeable and not worked_on and (hinted_at is None or hinted_at < quiet):
+            ReplayJob.objects.filter(pk=job_id).update(hinted_at=now)
+            due += [Send(Tasks.REPLAY_JOB, (job_id,))] * min(
+                takeable, settings.REPLAY_TASKS_PER_JOB
+            )
+    return due
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,10 @@ from django.db import connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from reviewapp.celery import app
+from reviewapp import durable
+from reviewapp.celery import Tasks
 from reviewapp.infra.bulk import insert_rows
+from reviewapp.infra.locks import transaction_lock
 from reviewapp.models import (
     AuditEvent,
     Finding,
@@ -80,14 +82,10 @@ def tallies_refresh_if_quick() -> int | None:
     return _refresh(full=False, wait=False, at_most=settings.TALLY_PAGE_REFRESH_RUNS)
 
 
-# The task a worker brings the tallies up to date with (reviewapp.tasks), sent by name.
-TALLIES_TASK = "reviewapp.tasks.tallies_refresh_task"
-
-
 def tallies_refresh_later() -> None:
     """Have a worker bring the tallies up to date (once the transaction commits). If the
     broker cannot take it, the beat's next full refresh does it anyway."""
-    transaction.on_commit(lambda: app.send_task(TALLIES_TASK), robust=True)
+    durable.send(Tasks.TALLIES_REFRESH)
 
 
 class _LeftAsItWas(Exception):
@@ -118,12 +116,7 @@ def _refresh(*, full: bool, wait: bool, at_most: int | None) -> int | None:
 def _one_at_a_time(*, wait: bool) -> bool:
     """Whether this transaction may refresh: with `wait`, once no other refresh runs."""
     # Two refreshes at once would both insert a changed run's entries.
-    with connection.cursor() as cursor:
-        if wait:
-            cursor.execute("SELECT pg_advisory_xact_lock(hashtext('crosscheck_tallies')), true")
-        else:
-            cursor.execute("SELECT pg_try_advisory_xact_lock(hashtext('crosscheck_tallies'))")
-        return cursor.fetchone()[-1]
+    return transaction_lock("crosscheck_tallies", wait=wait)
 
 
 def _state(zone_name: str) -> TallyState:

@@ -13,8 +13,9 @@ from dataclasses import dataclass, replace
 from datetime import date, datetime
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 
+from reviewapp.infra.locks import transaction_lock
 from reviewapp.models import AuditEvent, MonthClosing
 from reviewapp.reports.calendar import (
     days_since_end,
@@ -137,8 +138,7 @@ def _audit(closing: MonthClosing, verb: str, **data) -> None:
 
 def _one_at_a_time() -> None:
     # A month closed twice at once (the job and an approver) would be frozen twice.
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(hashtext('crosscheck_tally_months'))")
+    transaction_lock("crosscheck_tally_months")
 
 
 def months_due(now: datetime | None = None) -> list[date]:

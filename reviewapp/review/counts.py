@@ -18,6 +18,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.db.models import Count, QuerySet, Sum
 
+from reviewapp.infra.locks import transaction_lock
 from reviewapp.models import Ticket, TicketCombinationDelta, TicketFacetDelta
 from reviewapp.review.queue import (
     ASSIGNEE_NONE,
@@ -118,8 +119,7 @@ def fold_facet_deltas() -> None:
     transactions still running are not seen, so not folded: they are summed later."""
     with transaction.atomic(), connection.cursor() as cursor:
         # One fold at a time; one already running does the work.
-        cursor.execute("SELECT pg_try_advisory_xact_lock(hashtext('crosscheck_fold_facets'))")
-        if not cursor.fetchone()[0]:
+        if not transaction_lock("crosscheck_fold_facets", wait=False):
             return
         deltas = TicketFacetDelta._meta.db_table
         cursor.execute(
@@ -165,8 +165,7 @@ def fold_combination_deltas() -> None:
     """Replace the rows of the kept combinations by one row per combination with their sum
     (as fold_facet_deltas does for the counts per value)."""
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_xact_lock(hashtext('crosscheck_fold_combinations'))")
-        if not cursor.fetchone()[0]:
+        if not transaction_lock("crosscheck_fold_combinations", wait=False):
             return
         deltas = TicketCombinationDelta._meta.db_table
         combination = (

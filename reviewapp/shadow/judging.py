@@ -3,8 +3,8 @@ touched under every candidate that was in shadow when it finished (shadow_judge_
 sent by name from ingest), pinned at the record their current judgement covers, so that
 the two judgements of a run compare record for record (shadow.compare). Those are SHADOW
 judgements (judging.store): never a run's current one, never a ticket (the database
-refuses both). A ShadowBatch row says a delivery is done; beat sends again any that is not
-(shadow_catch_up). Judging is idempotent per run, candidate and last record, so a backfill
+refuses both). A ShadowBatch row says a delivery is done; the reconciler (reviewapp.durable,
+DELIVERIES) sends again any that is not. Judging is idempotent per run, candidate and last record, so a backfill
 (shadow.backfill) judges its window's runs the same way."""
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from reviewapp.celery import app
+from reviewapp.celery import Tasks
+from reviewapp.durable import Durable, Send
 from reviewapp.engine import Policy
 from reviewapp.ingest.batches import RUNS_OF_BATCHES
 from reviewapp.judging.core import RunToJudge, judge, stored_runs
@@ -34,8 +35,6 @@ from reviewapp.models import (
 from reviewapp.policy.candidates import candidate_ref, policy_of_candidate
 from reviewapp.shadow.designations import designations_at
 
-# The task (reviewapp.tasks) a worker runs this with, sent by name.
-SHADOW_TASK = "reviewapp.tasks.shadow_judge_batch_task"
 RUNS_PER_BLOCK = 500
 
 
@@ -131,20 +130,20 @@ def _candidate_policy(pk: int, sha256: str, candidate: PolicyCandidate) -> Polic
     return policy_of_candidate(candidate)
 
 
-# --- beat: deliveries no worker judged in shadow -----------------------------------------
+# --- deliveries no worker judged in shadow ------------------------------------------------
 
 
-def shadow_catch_up(*, limit: int = 100) -> int:
-    """Send again the deliveries that finished while a candidate was in shadow, longer ago
-    than SHADOW_REQUEUE_SECONDS, and are not judged in shadow yet (the message was lost,
-    or the worker died); how many were sent."""
+def deliveries_due(*, limit: int = 100) -> list[Send]:
+    """The deliveries that finished while a candidate was in shadow, longer ago than
+    SHADOW_REQUEUE_SECONDS, and are not judged in shadow yet (the message was lost, or the
+    worker died): the reconciler sends them again (judging them twice is harmless)."""
     now = timezone.now()
     recent = ShadowDesignation.objects.filter(
         Q(ended_at__isnull=True) | Q(ended_at__gte=now - timedelta(days=1))
     ).values_list("started_at", "ended_at")
     periods = list(recent)
     if not periods:
-        return 0
+        return []
     waiting = (
         IngestBatch.objects.filter(
             state=IngestBatch.State.DONE,
@@ -155,16 +154,25 @@ def shadow_catch_up(*, limit: int = 100) -> int:
         .order_by("finished_at")
         .values_list("pk", "finished_at")
     )
-    sent = 0
+    due = []
     for batch_pk, finished in waiting[: limit * 4]:
         if finished is None:
             continue
         if any(start <= finished and (end is None or finished <= end) for start, end in periods):
-            app.send_task(SHADOW_TASK, args=[batch_pk])
-            sent += 1
-            if sent == limit:
+            due.append(Send(Tasks.SHADOW_JUDGE_BATCH, (batch_pk,)))
+            if len(due) == limit:
                 break
-    return sent
+    return due
+
+
+# A delivery judged in shadow, as durable work: sent when its ingest ends (ingest.batches),
+# idempotent, so never claimed; the reconciler reads what is due from the deliveries.
+DELIVERIES = Durable(
+    name="delivery judged in shadow",
+    model=ShadowBatch,
+    task=Tasks.SHADOW_JUDGE_BATCH,
+    due=deliveries_due,
+)
 
 
 def batches_waiting(designation: ShadowDesignation) -> int:

@@ -13,12 +13,12 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from reviewapp.accounts.roles import INGEST
+from reviewapp.durable import worker_silent_since
 from reviewapp.forms.ingest import TokenForm, UploadForm
 from reviewapp.ingest.batches import BatchNotRetryable, identical_note, retry_batch
 from reviewapp.ingest.receive import DeliveryRefused, upload_receive
 from reviewapp.ingest.tokens import create_token, revoke_token
 from reviewapp.ingest.uploads import refused_uploads
-from reviewapp.ingest.workers import silent_since
 from reviewapp.models import ApiToken, IngestBatch
 
 BATCHES_PER_PAGE = 25
@@ -120,7 +120,7 @@ def _batch_state(request: HttpRequest, batch: IngestBatch) -> dict:
     return {
         "batch": batch,
         "can_ingest": request.user.has_perm(INGEST),
-        "worker_silent": None if batch.is_finished else silent_since("worker"),
+        "worker_silent": None if batch.is_finished else worker_silent_since(),
         # A batch split into parts (ingest.parts): each worker's share and how far it is.
         "parts": list(batch.part_rows.all()) if batch.parts > 1 else [],
     }

@@ -22,9 +22,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HTMX_STOP_POLLING
 
 from reviewapp.accounts.roles import RUN_REPLAY
+from reviewapp.durable import worker_silent_since
 from reviewapp.engine import PolicyError
 from reviewapp.forms.replay import ReplayForm
-from reviewapp.ingest.workers import silent_since
 from reviewapp.models import PolicyCandidate, PolicyVersion, ReplayJob, ReplayResult, RuleProposal
 from reviewapp.policy.candidates import (
     candidate_of_draft,
@@ -113,7 +113,7 @@ def _progress_context(request: HttpRequest, job: ReplayJob) -> dict:
         "label": results.prospective_label(job),
         "categories": results.CATEGORIES,
         "can_run": request.user.has_perm(RUN_REPLAY),
-        "worker_silent": None if job.is_finished else silent_since("worker"),
+        "worker_silent": None if job.is_finished else worker_silent_since(),
     }
 
 

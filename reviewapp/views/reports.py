@@ -19,11 +19,11 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRefresh
 
 from reviewapp.accounts.roles import CLOSE_MONTH
+from reviewapp.durable import worker_silent_since
 from reviewapp.forms.fields import whole_number
 from reviewapp.forms.reports import MonthClosingForm
 from reviewapp.forms.review import form_errors
 from reviewapp.infra.csv_export import attachment, csv_response
-from reviewapp.ingest.workers import silent_since
 from reviewapp.reports import exports, items, months
 from reviewapp.reports.calendar import (
     current_month,
@@ -199,7 +199,7 @@ def tallies_status(request: HttpRequest) -> HttpResponse:
 
 def _catching_up() -> dict:
     """The context of the tallies' catching-up notice (its partial)."""
-    return {"catching_up": True, "worker_silent": silent_since("worker")}
+    return {"catching_up": True, "worker_silent": worker_silent_since()}
 
 
 @require_GET

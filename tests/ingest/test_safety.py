@@ -14,9 +14,10 @@ from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
-from reviewapp.infra.locks import BATCH_LOCK_SPACE
+from reviewapp.durable import Send, due
+from reviewapp.infra.locks import Space
 from reviewapp.ingest import pipeline as ingestion
-from reviewapp.ingest.batches import create_batch, stalled_batches
+from reviewapp.ingest.batches import BATCHES, create_batch
 from reviewapp.ingest.pipeline import ingest_batch, ingest_file, ingest_stored_batch
 from reviewapp.ingest.tokens import create_token
 from reviewapp.models import IngestBatch, Run, Ticket, TraceLine
@@ -218,10 +219,13 @@ def _written(tmp_path: Path, name: str, content: bytes) -> Path:
 
 
 def test_batches_to_send_again_are_running_lost_or_silent_queued_unclaimed_or_failed_with_tries_left(
-    tmp_path,
+    tmp_path, settings
 ):
     """Running: lost when no session holds its lock any more (its worker died with its
-    connection) after a few seconds' silence, or silent for `running` whatever the locks."""
+    connection) after a few seconds' silence, or silent for INGEST_STALL_SECONDS whatever
+    the locks."""
+    settings.INGEST_STALL_SECONDS, settings.INGEST_REQUEUE_SECONDS = 60, 300
+    settings.INGEST_RETRY_SECONDS, settings.INGEST_MAX_ATTEMPTS = 60, 3
     path = _written(tmp_path, "t.jsonl", trace(range(1)))
     now = timezone.now()
     made = {}
@@ -243,13 +247,18 @@ def test_batches_to_send_again_are_running_lost_or_silent_queued_unclaimed_or_fa
         made[name] = batch
     # A worker's own connection holds the lock of the batch it works on, and of the silent one.
     with _session_holding(made["worked-on"].pk, made["silent"].pk):
-        found = stalled_batches(
-            running=timedelta(seconds=60),
-            queued=timedelta(minutes=5),
-            failed=timedelta(seconds=60),
-            max_attempts=3,
-        )
-    assert {b.file_name for b in found} == {"silent", "worker-gone", "unclaimed", "failed-once"}
+        found = due(BATCHES)
+    names = {batch.pk: name for name, batch in made.items()}
+    assert {names[sent.args[0]] for sent in found} == {
+        "silent",
+        "worker-gone",
+        "unclaimed",
+        "failed-once",
+    }
+    # A batch in parts is sent again whole to a worker that sends its parts (ingest.parts).
+    assert {sent.task for sent in found} == {"reviewapp.tasks.ingest_batch_task"}
+    IngestBatch.objects.filter(pk=made["unclaimed"].pk).update(parts=2)
+    assert Send("reviewapp.tasks.ingest_in_parts_task", (made["unclaimed"].pk,)) in due(BATCHES)
 
 
 @contextmanager
@@ -260,7 +269,7 @@ def _session_holding(*batch_pks: int):
     params.pop("context", None)
     with psycopg.connect(**params, autocommit=True) as other:
         for pk in batch_pks:
-            other.execute("SELECT pg_advisory_lock(%s, %s)", [BATCH_LOCK_SPACE, pk])
+            other.execute("SELECT pg_advisory_lock(%s, %s)", [int(Space.BATCH), pk])
         yield
 
 
@@ -334,7 +343,7 @@ def _raising(*args, **kwargs):
     raise RuntimeError("worker lost")
 
 
-def test_a_batch_whose_worker_died_in_every_try_fails_instead_of_looping(tmp_path):
+def test_a_batch_whose_worker_died_in_every_try_fails_instead_of_looping(tmp_path, settings):
     """A poison batch (it kills its worker: a crash, the memory limit) is delivered again by
     the broker each time; after INGEST_MAX_ATTEMPTS tries it is failed, not tried again."""
     batch = create_batch(
@@ -347,7 +356,8 @@ def test_a_batch_whose_worker_died_in_every_try_fails_instead_of_looping(tmp_pat
     batch.refresh_from_db()
     assert (batch.state, batch.attempts, summary.lines) == ("failed", 3, 0)
     assert "died in each of 3 tries" in batch.error
+    assert "every chunk stored before is kept" in batch.error
     assert not TraceLine.objects.exists()
-    assert batch not in stalled_batches(
-        running=timedelta(0), queued=timedelta(0), failed=timedelta(0), max_attempts=3
-    )
+    settings.INGEST_STALL_SECONDS = settings.INGEST_REQUEUE_SECONDS = 0
+    settings.INGEST_RETRY_SECONDS, settings.INGEST_MAX_ATTEMPTS = 0, 3
+    assert due(BATCHES) == []

@@ -283,15 +283,31 @@ def test_diffs_show_added_removed_and_changed_rules():
     assert ("-", "rule b: " + describe_rule(old["rules"][1])) in diff.lines()
 
 
-def test_a_labelling_whose_task_was_lost_is_finished_by_beats_sweep(reviewer, approver):
-    from datetime import timedelta
+def test_a_labelling_whose_task_was_lost_is_sent_again_by_the_reconciler(reviewer, approver):
+    from dataclasses import replace
 
+    from reviewapp.durable import Send, due
     from reviewapp.models import SettlementLabelling
-    from reviewapp.policy.settlements import labellings_finish
+    from reviewapp.policy.settlements import LABELLINGS, label_settled
 
     version = publish_review_rule(reviewer, approver)  # no worker here
     assert SettlementLabelling.objects.get(version=version).finished_at is None
-    assert labellings_finish(older_than=timedelta(minutes=5)) == []  # too new: a worker may
-    assert labellings_finish(older_than=timedelta(0)) == [version.number]
-    assert SettlementLabelling.objects.get(version=version).finished_at is not None
-    assert labellings_finish(older_than=timedelta(0)) == []
+    assert due(LABELLINGS) == []  # too new: a worker may be on it (five minutes)
+    at_once = replace(LABELLINGS, requeue_after=0)
+    assert due(at_once) == [Send("reviewapp.tasks.label_settled_tickets_task", (version.pk,))]
+    label_settled(version.pk)  # what the task sent runs
+    labelling = SettlementLabelling.objects.get(version=version)
+    assert labelling.finished_at is not None and labelling.attempts == 1
+    assert due(at_once) == []
+
+
+def test_a_labelling_whose_worker_died_each_time_is_given_up(reviewer, approver):
+    from reviewapp.models import SettlementLabelling
+    from reviewapp.policy.settlements import label_settled
+
+    version = publish_review_rule(reviewer, approver)
+    SettlementLabelling.objects.filter(version=version).update(attempts=3)
+    assert label_settled(version.pk) == 0
+    labelling = SettlementLabelling.objects.get(version=version)
+    assert labelling.finished_at is not None
+    assert "died in each of 3 tries" in labelling.error

@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 from django.db.models import Max
 
+from reviewapp.durable import Send
 from reviewapp.infra.days import Window
 from reviewapp.judging.blocking import ItemFilter
 from reviewapp.judging.store import ACTIVE, SHADOW
@@ -26,7 +27,7 @@ from reviewapp.policy.candidates import candidate_of_version
 from reviewapp.shadow.backfill import backfill_start, backfill_step
 from reviewapp.shadow.compare import comparison, comparison_runs
 from reviewapp.shadow.designations import ShadowError, shadow_end, shadow_start
-from reviewapp.shadow.judging import batches_waiting, shadow_catch_up, shadow_judge_batch
+from reviewapp.shadow.judging import batches_waiting, deliveries_due, shadow_judge_batch
 from tests.seeding import ingest_lines, line
 from tests.shadow import brute
 from tests.shadow.conftest import demo_month
@@ -151,12 +152,12 @@ def test_pending_runs_are_those_ingested_in_shadow_and_not_yet_judged(draft_in_s
     window = Window.last(31)
     assert comparison(draft_in_shadow, window).runs_pending == 30
     assert batches_waiting(draft_in_shadow) == 1
-    sent = []
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("django.conf.settings.SHADOW_REQUEUE_SECONDS", 0)
-        patch.setattr("reviewapp.shadow.judging.app.send_task", lambda *a, **k: sent.append(a))
-        assert shadow_catch_up() == 1  # beat would send it again
-    assert sent == [("reviewapp.tasks.shadow_judge_batch_task",)]
+        # The reconciler would send it again.
+        assert deliveries_due() == [
+            Send("reviewapp.tasks.shadow_judge_batch_task", (max(summary.batch_pks),))
+        ]
     shadow_judge_batch(max(summary.batch_pks))
     assert comparison(draft_in_shadow, window).runs_pending == 0
     assert batches_waiting(draft_in_shadow) == 0
@@ -184,17 +185,18 @@ def test_putting_in_and_taking_out_of_shadow_is_audited_and_guarded(
     assert again.pk != draft_in_shadow.pk and again.is_open
 
 
-def test_a_backfill_goes_chunk_by_chunk_and_shows_its_progress(draft_in_shadow, monkeypatch):
+def test_a_backfill_goes_chunk_by_chunk_and_shows_its_progress(
+    draft_in_shadow, monkeypatch, django_capture_on_commit_callbacks
+):
     monkeypatch.setattr("reviewapp.shadow.backfill.RUNS_PER_CHUNK", 40)
-    sent = []
-    monkeypatch.setattr("reviewapp.shadow.backfill.app.send_task", lambda *a, **k: sent.append(a))
     backfill = backfill_start(
         draft_in_shadow, since=brute.today() - timedelta(days=40), until=brute.today(), user=None
     )
     progress = []
-    while backfill_step(backfill.pk):
-        backfill.refresh_from_db()
-        progress.append((backfill.state, backfill.runs_done, backfill.progress_percent))
+    with django_capture_on_commit_callbacks() as sent:
+        while backfill_step(backfill.pk):
+            backfill.refresh_from_db()
+            progress.append((backfill.state, backfill.runs_done, backfill.progress_percent))
     backfill.refresh_from_db()
     assert progress == [("running", 40, 30), ("running", 80, 61), ("running", 120, 92)]
     assert (backfill.state, backfill.runs_done, backfill.progress_percent) == ("done", 130, 100)
