@@ -1,11 +1,13 @@
 """What the database refuses: every append-only model refuses UPDATE, DELETE and TRUNCATE;
 a decided proposal keeps its decision; a policy version publishes a proposal someone other
 than its proposer approved; only an active judgement is a run's current one or opens a
-ticket."""
+ticket; no row points at no row (foreign keys, and guards.references for lines and records)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import date
 from pathlib import Path
 
@@ -277,9 +279,21 @@ def test_a_version_must_publish_the_approved_proposal_behind_it(reviewer, approv
     assert PolicyVersion.objects.get() == version
 
 
-# The foreign keys of lines, records and tickets are checked once per statement (guards.references
-# and guards.referenced), not row by row at commit: each still refuses what one refuses.
+# What ingest writes points at rows by real foreign keys (deferrable, checked when the
+# transaction commits), but for a line's batch and a record's run and line, checked once
+# per statement (guards.references): each refuses a row pointing at no row, and deleting
+# a row still pointed at.
 POINTING_AT_NOTHING = 10**12
+NO_ROW = "violates foreign key constraint|points at no row"
+POINTED_AT = "violates foreign key constraint|still pointed at"
+
+
+@contextmanager
+def refused_as_pointing_at_no_row() -> Iterator[None]:
+    """The statements of the block, checked as their commit would check them: refused."""
+    with pytest.raises(IntegrityError, match=NO_ROW), transaction.atomic():
+        yield
+        committed()
 
 
 def test_postgresql_refuses_a_line_record_or_ticket_pointing_at_no_row(every_table_has_a_row):
@@ -293,11 +307,11 @@ def test_postgresql_refuses_a_line_record_or_ticket_pointing_at_no_row(every_tab
         (record.run_id, POINTING_AT_NOTHING),
     ):
         row = (run_pk, line_pk, "agent_action", "", "", {"runId": "x", "type": "agent_action"})
-        with pytest.raises(IntegrityError, match="points at no row"), transaction.atomic():
+        with refused_as_pointing_at_no_row():
             insert_rows(TraceRecord, columns, [row])  # COPY, as ingest writes them
-        with pytest.raises(IntegrityError, match="points at no row"), transaction.atomic():
+        with refused_as_pointing_at_no_row():
             TraceRecord.objects.create(**dict(zip(columns, row, strict=True)))
-    with pytest.raises(IntegrityError, match="points at no row"), transaction.atomic():
+    with refused_as_pointing_at_no_row():
         TraceLine.objects.create(
             batch_id=POINTING_AT_NOTHING,
             identity="0" * 32,
@@ -308,36 +322,37 @@ def test_postgresql_refuses_a_line_record_or_ticket_pointing_at_no_row(every_tab
         )
     judgement = Judgement.objects.first()
     assert judgement is not None
-    with pytest.raises(IntegrityError, match="points at no row"), transaction.atomic():
+    with refused_as_pointing_at_no_row():
         Judgement.objects.create(run_id=POINTING_AT_NOTHING, policy_number=0, through_record_id=1)
     verdict_columns = ("judgement_id", "run_id", "position", "field", "kind", "evidence", "unsafe")
     for judgement_pk, run_pk in (
         (POINTING_AT_NOTHING, judgement.run_id),
         (judgement.pk, POINTING_AT_NOTHING),
     ):
-        with pytest.raises(IntegrityError, match="points at no row"), transaction.atomic():
+        with refused_as_pointing_at_no_row():
             insert_rows(
                 Verdict, verdict_columns, [(judgement_pk, run_pk, 99, "f", "settled", [], False)]
             )
-        with pytest.raises(IntegrityError, match="points at no row"), transaction.atomic():
+        with refused_as_pointing_at_no_row():
             Finding.objects.create(
                 judgement_id=judgement_pk, run_id=run_pk, position=99, kind="k", evidence={}
             )
     ticket = Ticket.objects.exclude(verdict=None).first()
     assert ticket is not None
-    for field in ("run_id", "verdict_id", "judgement_id", "batch_id"):
+    for field in ("run_id", "verdict_id", "finding_id", "judgement_id", "batch_id"):
         copy = {f.attname: getattr(ticket, f.attname) for f in Ticket._meta.concrete_fields} | {
             "id": None,
             "key": f"other-{field}",
             field: POINTING_AT_NOTHING,
         }
-        with pytest.raises(IntegrityError, match="points at no row"), transaction.atomic():
+        with refused_as_pointing_at_no_row():
             Ticket.objects.create(**copy)
     # Pointing at rows that are there is fine.
     with transaction.atomic():
         insert_rows(
             TraceRecord, columns, [(record.run_id, record.line_id, "agent_action", "", "", {})]
         )
+        committed()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -347,24 +362,31 @@ def test_postgresql_refuses_deleting_a_run_or_batch_its_records_or_lines_point_a
 
     from tests.roles import owner_conninfo
 
-    # A run and a batch of their own, which nothing else (judgements, tickets) points at.
+    # Runs and batches of their own: pointed at by a record or a line only, or by a
+    # judgement or a ticket only.
     batch = IngestBatch.objects.create(channel="cli", file_name="f", content_sha256="x")
     run = Run.objects.create(run_id="pointed-at", started_at="2026-11-30T00:00:00Z")
     line = TraceLine.objects.create(
         batch=batch, identity="1" * 32, line_number=1, raw=b"{}", accepted=True
     )
-    record = TraceRecord.objects.create(run=run, line=line, type="agent_action", data={})
-    # The app's role may not delete them at all: the owner is refused by the guard.
+    TraceRecord.objects.create(run=run, line=line, type="agent_action", data={})
+    judged = Run.objects.create(run_id="judged", started_at="2026-11-30T00:00:00Z")
+    Judgement.objects.create(run=judged, policy_number=0, through_record_id=1)
+    ticket = Ticket.objects.first()
+    assert ticket is not None
+    ticketed = IngestBatch.objects.create(channel="cli", file_name="g", content_sha256="y")
+    Ticket.objects.filter(pk=ticket.pk).update(batch=ticketed)
+    pointed_at = [("reviewapp_run", run.pk), ("reviewapp_ingestbatch", batch.pk)]
+    pointed_at += [("reviewapp_run", judged.pk), ("reviewapp_ingestbatch", ticketed.pk)]
+    # The app's role may not delete them at all: the owner is refused by the foreign keys.
     with psycopg.connect(owner_conninfo(connection)) as owner:
-        for table, pk in (
-            ("reviewapp_run", record.run_id),
-            ("reviewapp_ingestbatch", record.line.batch_id),
-        ):
+        for table, pk in pointed_at:
             with (
-                pytest.raises(psycopg.errors.ForeignKeyViolation, match="still pointed at"),
+                pytest.raises(psycopg.errors.ForeignKeyViolation, match=POINTED_AT),
                 owner.transaction(),
             ):
                 owner.execute("SET CONSTRAINTS ALL IMMEDIATE")
                 owner.execute(f"DELETE FROM {table} WHERE id = %s", [pk])
-    assert Run.objects.filter(pk=record.run_id).exists()
-    assert IngestBatch.objects.filter(pk=record.line.batch_id).exists()
+    for table, pk in pointed_at:
+        model = Run if table == "reviewapp_run" else IngestBatch
+        assert model.objects.filter(pk=pk).exists()

@@ -52,6 +52,18 @@ def judge_stored_runs(
         heartbeat()
         block = pks[start : start + RUNS_PER_BLOCK]
         with atomic_write():
+            # Two deliveries of the same runs may judge them at once: each locks the runs
+            # first (in one order), so the second reads the first's judgement once it is
+            # committed and finds it covers them, instead of judging the same records again
+            # and being refused by judgement_once_per_state. FOR NO KEY UPDATE, the lock
+            # making them current takes anyway: ingest's foreign key checks (FOR KEY SHARE)
+            # go on beside it.
+            list(
+                Run.objects.filter(pk__in=block)
+                .order_by("pk")
+                .select_for_update(no_key=True)
+                .values_list("pk", flat=True)
+            )
             current = {
                 run.pk: run.current_judgement
                 for run in Run.objects.filter(pk__in=block).select_related("current_judgement")

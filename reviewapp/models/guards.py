@@ -12,10 +12,12 @@
   read the head;
 - only_active_current() / only_active_tickets(): only an ACTIVE judgement (not a shadow or
   replay one) can be a run's current judgement or open a ticket;
-- references() / referenced(): the foreign keys of what ingest writes by the hundred
-  thousand (lines, records, judgements, verdicts, findings), checked once per statement over its new rows instead of row
-  by row at commit as a deferred foreign key is: a row pointing at no row is refused, and
-  so is deleting a row still pointed at.
+- references() / referenced(): the one place a foreign key is still hand-made: a line's
+  batch and a record's run and line, checked once per statement over its new rows instead
+  of row by row at commit as a deferred foreign key is (real foreign keys there cost the
+  ingest more than 15%: the figure is at TraceLine.batch). A row pointing at no row is
+  refused, and so is deleting a row still pointed at. Every other reference is a real
+  foreign key (deferrable: checked when the transaction commits).
 
 These are django-pgtrigger triggers, installed by migrations.
 
@@ -262,18 +264,13 @@ def _refuse_if(bad: str, refusal: str) -> str:
 
 FOREIGN_KEY = "USING ERRCODE = 'foreign_key_violation'"
 # Parents named by references() whose rows are never deleted (their own append_only()).
-APPEND_ONLY_TABLES = {
-    "reviewapp_traceline",
-    "reviewapp_judgement",
-    "reviewapp_verdict",
-    "reviewapp_finding",
-}
+APPEND_ONLY_TABLES = {"reviewapp_traceline"}
 
 
 def unchecked_reference(model: str) -> models.ForeignKey:
     """An optional reference without a foreign key constraint, followed from its row and
-    never looked up by (no index): checked once per statement where its model declares
-    references() (tickets), or not at all where what it names is never deleted (replay)."""
+    never looked up by (no index): not checked, as what it names is never deleted (replay's
+    results, written by the thousand)."""
     return models.ForeignKey(
         model,
         null=True,
@@ -287,7 +284,8 @@ def unchecked_reference(model: str) -> models.ForeignKey:
 
 def references(*links: tuple[str, str]) -> list[pgtrigger.Trigger]:
     """Each (column, parent table): every new row's column names a row of the parent table
-    (or is NULL). Parents that can be deleted are locked FOR KEY SHARE, as a foreign key's
+    (or is NULL). Only for what a real foreign key costs too much (TraceLine.batch says
+    how much); the parent declares referenced() for the same link. Parents that can be deleted are locked FOR KEY SHARE, as a foreign key's
     check locks them, so that none goes before this transaction ends; an append-only
     parent cannot go (and its rows cannot be locked by a role that may not update them).
     Parents are found by their primary key, once per value the new rows name (a COPY of

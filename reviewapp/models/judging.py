@@ -20,14 +20,9 @@ class Judgement(models.Model):
         SHADOW = "shadow"
         REPLAY = "replay"
 
-    # Indexed by judgement_once_per_state (run first). Checked once per statement
-    # (guards.references), as the foreign keys of verdicts and findings are.
+    # Indexed by judgement_once_per_state (run first).
     run = models.ForeignKey(
-        "Run",
-        on_delete=models.PROTECT,
-        related_name="judgements",
-        db_index=False,
-        db_constraint=False,
+        "Run", on_delete=models.PROTECT, related_name="judgements", db_index=False
     )
     purpose = models.CharField(max_length=10, choices=Purpose.choices, default=Purpose.ACTIVE)
     policy_version = models.ForeignKey(
@@ -52,7 +47,7 @@ class Judgement(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        triggers = guards.append_only() + guards.references(("run_id", "reviewapp_run"))
+        triggers = guards.append_only()
         constraints = [
             models.UniqueConstraint(
                 fields=["run", "purpose", "policy_number", "through_record_id"],
@@ -77,13 +72,9 @@ class Judgement(models.Model):
 
 
 class Verdict(models.Model):
-    judgement = models.ForeignKey(
-        Judgement, on_delete=models.PROTECT, related_name="verdicts", db_constraint=False
-    )
+    judgement = models.ForeignKey(Judgement, on_delete=models.PROTECT, related_name="verdicts")
     # Verdicts are looked up by judgement only.
-    run = models.ForeignKey(
-        "Run", on_delete=models.PROTECT, related_name="+", db_index=False, db_constraint=False
-    )
+    run = models.ForeignKey("Run", on_delete=models.PROTECT, related_name="+", db_index=False)
     position = models.PositiveIntegerField()
     entity = models.TextField(null=True, blank=True)
     field = models.TextField()
@@ -96,9 +87,7 @@ class Verdict(models.Model):
     unsafe = models.BooleanField()
 
     class Meta:
-        triggers = guards.append_only() + guards.references(
-            ("judgement_id", "reviewapp_judgement"), ("run_id", "reviewapp_run")
-        )
+        triggers = guards.append_only()
         ordering = ["judgement", "position"]
 
     def __str__(self) -> str:
@@ -106,13 +95,9 @@ class Verdict(models.Model):
 
 
 class Finding(models.Model):
-    judgement = models.ForeignKey(
-        Judgement, on_delete=models.PROTECT, related_name="findings", db_constraint=False
-    )
+    judgement = models.ForeignKey(Judgement, on_delete=models.PROTECT, related_name="findings")
     # Findings are looked up by judgement only.
-    run = models.ForeignKey(
-        "Run", on_delete=models.PROTECT, related_name="+", db_index=False, db_constraint=False
-    )
+    run = models.ForeignKey("Run", on_delete=models.PROTECT, related_name="+", db_index=False)
     position = models.PositiveIntegerField()
     kind = models.CharField(max_length=60)
     evidence = models.JSONField()
@@ -122,9 +107,7 @@ class Finding(models.Model):
     blocked = models.JSONField(null=True, blank=True)
 
     class Meta:
-        triggers = guards.append_only() + guards.references(
-            ("judgement_id", "reviewapp_judgement"), ("run_id", "reviewapp_run")
-        )
+        triggers = guards.append_only()
         ordering = ["judgement", "position"]
 
     def __str__(self) -> str:

@@ -36,16 +36,8 @@ class Ticket(models.Model):
         POLICY = "policy", "settled by a newer policy version"
         OTHER = "other", "other"
 
-    # Indexed by ticket_once_per_run_key (run first). Its references to what ingest writes
-    # (run, verdict, finding, judgement, batch) are checked once per statement
-    # (guards.references), not row by row: an ingest opens tickets by the thousand.
-    run = models.ForeignKey(
-        "Run",
-        on_delete=models.PROTECT,
-        related_name="tickets",
-        db_index=False,
-        db_constraint=False,
-    )
+    # Indexed by ticket_once_per_run_key (run first).
+    run = models.ForeignKey("Run", on_delete=models.PROTECT, related_name="tickets", db_index=False)
     key = models.CharField(max_length=64)
     kind = models.CharField(max_length=10, choices=Kind.choices)
     entity = models.TextField(null=True, blank=True)
@@ -62,15 +54,27 @@ class Ticket(models.Model):
     # Indexed by ticket_family_created (fingerprint first).
     fingerprint = models.CharField(max_length=16)
     fingerprint_label = models.TextField()
-    # Followed from the ticket, never looked up by: no index.
-    verdict = guards.unchecked_reference("Verdict")
-    finding = guards.unchecked_reference("Finding")
+    # Followed from the ticket, never looked up by: no index (what they name is append-only,
+    # so no delete has to look for the tickets pointing at it).
+    verdict = models.ForeignKey(
+        "Verdict", null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+    finding = models.ForeignKey(
+        "Finding", null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
     # The judgement whose verdict or finding opened the ticket: when it is no longer its
     # run's current one, the ticket says what the newer judgement says. Never looked up by.
-    judgement = guards.unchecked_reference("Judgement")
+    judgement = models.ForeignKey(
+        "Judgement",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,
+    )
     policy_number = models.PositiveIntegerField()
     batch = models.ForeignKey(
-        "IngestBatch", on_delete=models.PROTECT, related_name="opened_tickets", db_constraint=False
+        "IngestBatch", on_delete=models.PROTECT, related_name="opened_tickets"
     )
     state = models.CharField(max_length=10, choices=State.choices, default=State.OPEN)
     resolution = models.CharField(max_length=12, choices=Resolution.choices, blank=True)
@@ -101,13 +105,7 @@ class Ticket(models.Model):
     closed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        triggers = guards.only_active_tickets() + guards.references(
-            ("run_id", "reviewapp_run"),
-            ("verdict_id", "reviewapp_verdict"),
-            ("finding_id", "reviewapp_finding"),
-            ("judgement_id", "reviewapp_judgement"),
-            ("batch_id", "reviewapp_ingestbatch"),
-        )
+        triggers = guards.only_active_tickets()
         ordering = ["-created_at", "-id"]
         constraints = [
             models.UniqueConstraint(fields=["run", "key"], name="ticket_once_per_run_key")
