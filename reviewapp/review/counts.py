@@ -45,11 +45,17 @@ class Facets:
         return self.counts.get(name, [])
 
 
+# Measuring: every count from a plain GROUP BY over the tickets, none from the kept deltas.
+GROUP_BY_ONLY = True
+
+
 def facet_counts(filters: QueueFilters, user) -> Facets:
     """Counts per value of every filter dimension, within the current filters."""
     version = queue_version(filters, user)
 
     def count() -> Facets:
+        if GROUP_BY_ONLY:
+            return replace(_count_facets(filtered_tickets(filters, user)), version=version)
         if _counted_by_the_database(filters):
             return replace(_kept_facets(filters.state), version=version)
         if _combinations_kept_by_the_database(filters):
@@ -219,7 +225,17 @@ def _per_dimension(
 
 
 def _count_facets(tickets: QuerySet[Ticket]) -> Facets:
-    return _facets_of_rows(_facet_rows(tickets))
+    """Counts per value of every dimension of FACETS, from one plain GROUP BY over the
+    tickets: one row per combination of their values, summed per dimension here."""
+    columns = [FACETS[name] if name != "assignee" else "assignee_id" for name in FACETS]
+    grouped = tickets.order_by().values_list(*columns).annotate(n=Count("pk"))
+    rows: list[tuple[int, str | None, int]] = []
+    for *values, n in grouped:
+        for index, value in enumerate(values):
+            if isinstance(value, bool):
+                value = "true" if value else "false"
+            rows.append((index, None if value is None else str(value), n))
+    return _facets_of_rows(rows)
 
 
 def _facets_of_rows(rows: list[tuple[int, str | None, int]]) -> Facets:
