@@ -30,10 +30,11 @@ import hashlib
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import cast
 
 from django.contrib.auth import get_user_model
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
-from django.db.models import Count, QuerySet, Sum
+from django.db.models import Count, Field, QuerySet, Sum
 
 from reviewapp.models import Ticket, TicketCombinationDelta, TicketFacetDelta
 from reviewapp.review import filters as defined
@@ -124,8 +125,9 @@ FOLD_FACET_ROWS_AFTER = 1000
 def _kept_facets(state: str) -> Facets:
     """The counts the database keeps for the tickets in `state` ("" for any), one short read."""
     kept = TicketFacetDelta.objects.filter(state__in=[state] if state else Ticket.State.values)
-    found = kept.values_list("dimension", "value").annotate(n=Sum("tickets"), rows=Count("pk"))
-    found = list(found)
+    found = list(
+        kept.values_list("dimension", "value").annotate(n=Sum("tickets"), rows=Count("pk"))
+    )
     if sum(rows for *_, rows in found) > FOLD_FACET_ROWS_AFTER:
         fold_facet_deltas()
     tallies = _tallies()
@@ -294,7 +296,10 @@ GROUP BY 1, 2, 3 HAVING SUM(kept.tickets) <> 0;"""
 
 def _trigger_function() -> str:
     """The function the trigger runs, made from the counted filters' definitions."""
-    columns = [Ticket._meta.get_field(item.column).column for item in defined.counted()]
+    # The database's column of each counted field (a foreign key's id).
+    columns = [
+        cast(Field, Ticket._meta.get_field(item.column)).column for item in defined.counted()
+    ]
     new = ", ".join(f"n.{column}" for column in columns)
     old = ", ".join(f"o.{column}" for column in columns)
     # Most updates change no counted column (a revision, a date): those rows are left out.
