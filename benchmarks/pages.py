@@ -53,8 +53,8 @@ FILTERED = {"reason": "partial-result", "source": "erp", "unsafe": "yes"}
 def seed(n: int, first_views: int) -> tuple[dict[str, str], list[str]]:
     """Seed the tickets; return the pages to time by name, and tickets never opened yet."""
     from reviewapp.accounts.roles import REVIEWER
-    from reviewapp.models import Ticket, TicketCombinationDelta, TicketFacetDelta
-    from reviewapp.review.counts import fold_combination_deltas, fold_facet_deltas
+    from reviewapp.models import Ticket
+    from reviewapp.review.counts import KEPT, fold_kept_counts
     from tests.seeding import ingest_lines, review_desk_trace, seed_tickets
 
     users = get_user_model()
@@ -75,12 +75,11 @@ def seed(n: int, first_views: int) -> tuple[dict[str, str], list[str]]:
                 line.replace('"run-', f'"copy{i}-run-') for i in range(first_views) for line in real
             ],
         )
-    # The queue folds the counts its triggers kept while loading, as its first read would.
-    fold_facet_deltas()
-    fold_combination_deltas()
+    # The queue folds the counts its trigger kept while loading, as its first read would.
+    fold_kept_counts()
     with connection.cursor() as cursor:
         # What autovacuum does to tables this size soon after they are loaded or rewritten.
-        for model in (Ticket, TicketFacetDelta, TicketCombinationDelta):
+        for model in (Ticket, *KEPT):
             cursor.execute(f"VACUUM ANALYZE {model._meta.db_table}")
     print(f"seeded {Ticket.objects.count():,} tickets in {time.perf_counter() - started:.1f}s")
     ticket = Ticket.objects.get(run__run_id="run-stale", kind="conflict")

@@ -13,6 +13,15 @@ def grant_app_role(sender: AppConfig, using: str = "default", plan=None, **_kwar
         app_role_grant(using, apps.get_models(include_auto_created=True))
 
 
+def keep_ticket_counts(sender: AppConfig, using: str = "default", plan=None, **_kwargs) -> None:
+    """After every migrate, the trigger that keeps the queue's counts is made from the
+    counted filters as they are defined (reviewapp/review/counts.py: keep_counting)."""
+    from reviewapp.review.counts import keep_counting
+
+    if plan is not None:
+        keep_counting(using)
+
+
 def _safe_worker_log(logger, **_kwargs) -> None:
     from reviewapp.infra.logs import make_handlers_safe
 
@@ -36,4 +45,5 @@ class ReviewAppConfig(AppConfig):
 
         # Permissions exist only after migrate, so the roles are made then.
         post_migrate.connect(ensure_roles, sender=self)
+        post_migrate.connect(keep_ticket_counts, sender=self)
         post_migrate.connect(grant_app_role, sender=self)

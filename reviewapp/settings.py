@@ -82,6 +82,8 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    # PostgreSQL's own index kinds (the kept counts' GIN index).
+    "django.contrib.postgres",
     "django_htmx",
     "pgtrigger",
     "reviewapp",

@@ -4,6 +4,7 @@ counts the database keeps for the queue."""
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from django.utils import timezone
 
@@ -119,7 +120,7 @@ class Ticket(models.Model):
             models.Index(fields=["fingerprint", "-created_at"], name="ticket_family_created"),
             models.Index(fields=["assignee", "-created_at"], name="ticket_assignee_created"),
             # The queue filtered by reason (a reviewer's first filter), newest first. Its
-            # counts are kept by triggers (TicketFacetDelta, TicketCombinationDelta).
+            # counts are kept (TicketFacetDelta, TicketCombinationDelta).
             models.Index(
                 fields=["state", "reason", "-created_at", "-id"], name="ticket_reason_newest"
             ),
@@ -139,11 +140,11 @@ class Ticket(models.Model):
 
 class TicketFacetDelta(models.Model):
     """How many tickets have each value of each counted queue filter, per state: the sum of
-    a (state, dimension, value)'s rows is its count. Written only by PostgreSQL triggers on
-    Ticket (migration 0007), which append a row per change instead of updating a total: two
-    transactions never wait for each other here. Reading folds the rows together now and
-    then (reviewapp/review/counts.py). Values are stored as the queue shows them, except the
-    assignee, kept as a user id ("" for nobody)."""
+    a (state, dimension, value)'s rows is its count. Written only by the PostgreSQL trigger
+    that reviewapp/review/counts.py makes, which appends a row per change instead of
+    updating a total: two transactions never wait for each other here. Reading folds the
+    rows together now and then. Values are kept as the queue shows them, but a person's,
+    kept as a user id ("" for nobody)."""
 
     state = models.CharField(max_length=10)
     dimension = models.CharField(max_length=20)
@@ -155,37 +156,25 @@ class TicketFacetDelta(models.Model):
 
 
 class TicketCombinationDelta(models.Model):
-    """How many tickets have one combination of the counted queue filters' values: the sum
-    of a combination's rows is its count. The queue filtered on these dimensions (a reason,
-    a source, unsafe only...) sums the combinations its filters select, far fewer than the
-    tickets they select. Written only by PostgreSQL triggers on Ticket (migration 0008),
-    which append a row per change like TicketFacetDelta's; reading folds them now and then
-    (reviewapp/review/counts.py). Field names are Ticket's, so the queue's filters apply to both."""
+    """How many tickets have one combination of the counted queue filters' values
+    (`combination`: filter name -> the value kept, as TicketFacetDelta keeps it; a list for
+    a filter that counts several values a ticket): the sum of a combination's rows is its
+    count. The queue filtered on counted filters alone sums the combinations its filters
+    select (JSON containment), far fewer than the tickets they select. Written by the same
+    trigger as TicketFacetDelta (reviewapp/review/counts.py), a row per change."""
 
-    state = models.CharField(max_length=10)
-    reason = models.CharField(max_length=60)
-    finding_kind = models.CharField(max_length=60)
-    field = models.TextField()
-    action = models.TextField()
-    sources = models.TextField()
-    unsafe = models.BooleanField()
-    # A plain column to join on: a delta row may outlive every ticket the user held.
-    assignee = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        on_delete=models.DO_NOTHING,
-        db_constraint=False,
-        related_name="+",
-    )
-    agent = models.CharField(max_length=200)
+    combination = models.JSONField(default=dict)
     tickets = models.IntegerField()
 
     class Meta:
-        # The queue filtered by reason (a reviewer's first filter) reads its combinations only.
-        indexes = [models.Index(fields=["state", "reason"], name="combination_state_reason")]
+        indexes = [
+            GinIndex(
+                fields=["combination"], opclasses=["jsonb_path_ops"], name="combination_contains"
+            )
+        ]
 
     def __str__(self) -> str:
-        return f"{self.state} {self.reason} {self.field or self.finding_kind}: {self.tickets:+d}"
+        return f"{self.combination}: {self.tickets:+d}"
 
 
 class AuditEvent(models.Model):

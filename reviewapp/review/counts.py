@@ -1,11 +1,28 @@
-"""How many tickets the queue's filters select, per value of every filter dimension.
+"""How many tickets the queue's filters select, per value of every counted filter (the
+filters of review/filters.py that are `Counted`): the queue's facets, cached under the
+queue's version (its data stamp), so that nothing cached is ever stale.
 
-The one module that knows the delta tables: PostgreSQL triggers (migrations 0007, 0008)
-append a row per ticket change to TicketFacetDelta (counts per value, for the queue
-filtered by state alone) and TicketCombinationDelta (counts per combination of the counted
-dimensions' values, for any filter on those dimensions); reading sums them, and folds them
-now and then. Other filters (queue.UNCOUNTED: a family, dates, a resolution...) count the
-tickets."""
+Filters PostgreSQL keeps no counts for (a family, dates, a resolution, a search...) are
+counted by a plain GROUP BY over the tickets they select. The others are summed from
+counts PostgreSQL keeps as tickets change, the one module that knows them:
+
+- TicketFacetDelta: per state, counted filter and value, for the queue filtered by state
+  alone (the desk's home);
+- TicketCombinationDelta: per combination of every counted filter's values (JSON), for any
+  filter on counted filters alone (far fewer combinations than tickets).
+
+Why keep them, when a plain GROUP BY would do: right after any ticket changes (every few
+seconds, with reviewers at work) the data stamp names new data and nothing cached applies,
+so the queue counts again. At 1,000,000 tickets (benchmarks/pages.py --n 1000000, 2 shared
+cores, 2026-12-XX) counting them by a GROUP BY took the queue right after a change to
+XXX ms at p95, XX times the trivial page (goal: 3); summing the kept counts, XX ms (X.XX).
+
+Both are written by one PostgreSQL trigger on the tickets (per statement, with transition
+tables), which appends a row per changed count instead of updating a total: two
+transactions never wait for each other there. Reading folds the rows together now and then,
+and so does beat, every minute. The trigger is made from the counted filters' definitions
+(each says how its value is kept: `Counted.kept_sql`), after every `manage.py migrate`
+(keep_counting); when the definitions change, every ticket is counted again there."""
 
 from __future__ import annotations
 
@@ -13,28 +30,31 @@ import hashlib
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import cast
 
 from django.contrib.auth import get_user_model
-from django.db import connection, transaction
-from django.db.models import Count, QuerySet, Sum
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db.models import Count, Field, QuerySet, Sum
 
 from reviewapp.infra.locks import transaction_lock
 from reviewapp.models import Ticket, TicketCombinationDelta, TicketFacetDelta
-from reviewapp.review.queue import (
-    ASSIGNEE_NONE,
-    FACETS,
-    UNCOUNTED,
-    QueueFilters,
-    counted_selection,
-    filtered_tickets,
-    queue_version,
-)
+from reviewapp.review import filters as defined
+from reviewapp.review.filters import ASSIGNEE_NONE
+from reviewapp.review.queue import QueueFilters, filtered_tickets, queue_version
 from reviewapp.review.stamp import cached
+
+# The tables the counts are kept in (a bulk load vacuums them, as autovacuum would).
+KEPT = (TicketFacetDelta, TicketCombinationDelta)
+
+
+def _whole() -> str:
+    """A counted filter every ticket has one value of: its counts sum up to the tickets."""
+    return next(item.name for item in defined.counted() if not item.many)
 
 
 @dataclass(frozen=True)
 class Facets:
-    """How many of the filtered tickets have each value of each dimension."""
+    """How many of the filtered tickets have each value of each counted filter."""
 
     total: int
     counts: dict[str, list[tuple[str, int]]]
@@ -47,7 +67,7 @@ class Facets:
 
 
 def facet_counts(filters: QueueFilters, user) -> Facets:
-    """Counts per value of every filter dimension, within the current filters."""
+    """Counts per value of every counted filter, within the current filters."""
     version = queue_version(filters, user)
 
     def count() -> Facets:
@@ -62,21 +82,41 @@ def facet_counts(filters: QueueFilters, user) -> Facets:
 
 def _counted_by_the_database(filters: QueueFilters) -> bool:
     """The database keeps the counts of the queue filtered by state alone (the desk's home),
-    as tickets change (see TicketFacetDelta).
+    as tickets change (TicketFacetDelta).
 
     Still needed beside the combinations: counting the desk's home from them instead took
     the queue right after a change from 13.6 to 41.3 ms at p95 (benchmarks/pages.py
     --n 100000, 2026-12-01), five times the trivial page against a goal of three."""
-    only_state = replace(filters, state=QueueFilters.state, sort="newest", group="")
-    return only_state == QueueFilters()
+    return filters.selecting().replace(state=QueueFilters().state) == QueueFilters()
 
 
 def _combinations_kept_by_the_database(filters: QueueFilters) -> bool:
-    """The database keeps how many tickets have each combination of the counted dimensions'
-    values (see TicketCombinationDelta): filters on those alone are counted from them. A
-    family, a date range, a resolution, a cause or a tally month is no dimension of theirs
-    (queue.UNCOUNTED): with one of those, the tickets selected are counted."""
-    return not any(getattr(filters, name) for name in UNCOUNTED)
+    """The database keeps how many tickets have each combination of the counted filters'
+    values (TicketCombinationDelta): filters on those alone are counted from them."""
+    return not any(
+        getattr(filters, item.name) not in ("", None)
+        for item in defined.FILTERS
+        if not item.counted
+    )
+
+
+# --- counting the tickets: a plain GROUP BY ----------------------------------------------
+
+
+def _count_facets(tickets: QuerySet[Ticket]) -> Facets:
+    """The counts of `tickets` from one GROUP BY over every counted column: a row per
+    combination of their values, summed per filter here."""
+    counted = defined.counted()
+    tallies = _tallies()
+    columns = [item.column for item in counted]
+    for *values, n in tickets.order_by().values_list(*columns).annotate(n=Count("pk")):
+        for item, value in zip(counted, values, strict=True):
+            for kept in item.stored(value):
+                tallies[item.name][kept] += n
+    return _facets(tallies)
+
+
+# --- summing the counts PostgreSQL keeps ----------------------------------------------
 
 
 # Past this many rows making up the kept counts, reading folds them into one row per value.
@@ -85,25 +125,62 @@ FOLD_FACET_ROWS_AFTER = 1000
 
 def _kept_facets(state: str) -> Facets:
     """The counts the database keeps for the tickets in `state` ("" for any), one short read."""
-    states = [state] if state else list(Ticket.State.values)
-    deltas, users = TicketFacetDelta._meta.db_table, get_user_model()._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT d.dimension, COALESCE(MAX(u.username), d.value), SUM(d.tickets), COUNT(*) "
-            f"FROM {deltas} AS d LEFT JOIN {users} AS u "
-            f"ON d.dimension = 'assignee' AND CAST(u.id AS TEXT) = d.value "
-            f"WHERE d.state = ANY(%s) GROUP BY d.dimension, d.value",
-            [states],
-        )
-        found = cursor.fetchall()
+    kept = TicketFacetDelta.objects.filter(state__in=[state] if state else Ticket.State.values)
+    found = list(
+        kept.values_list("dimension", "value").annotate(n=Sum("tickets"), rows=Count("pk"))
+    )
     if sum(rows for *_, rows in found) > FOLD_FACET_ROWS_AFTER:
         fold_facet_deltas()
-    tallies: dict[str, Counter[str]] = {name: Counter() for name in FACETS}
+    tallies = _tallies()
     for dimension, value, n, _ in found:
         if n and dimension in tallies:
-            if dimension == "assignee" and not value:
-                value = ASSIGNEE_NONE
             tallies[dimension][value] += n
+    return _facets(tallies)
+
+
+# Past this many rows read beyond the combinations they add up to, reading folds them.
+FOLD_COMBINATION_ROWS_AFTER = 1000
+
+
+def _combined_facets(filters: QueueFilters, user) -> Facets:
+    """The counts within `filters` (on counted filters only), summed from the kept
+    combinations they select (JSON containment: each filter's `wanted` value), in one
+    statement that reads those combinations once and sums them per filter and value."""
+    wanted = {
+        item.name: item.wanted(getattr(filters, item.name), user)
+        for item in defined.counted()
+        if getattr(filters, item.name) not in ("", None)
+    }
+    combinations = (
+        TicketCombinationDelta.objects.filter(combination__contains=wanted)
+        .values("combination")
+        .annotate(net=Sum("tickets"), kept_rows=Count("pk"))
+        .values_list("combination", "net", "kept_rows")
+    )
+    inner, params = combinations.query.sql_with_params()
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute(
+            # Per filter and value: the tickets, the rows summed, the combinations alive.
+            f"SELECT counted.key, counted_value, CAST(SUM(net) AS BIGINT), "
+            f"CAST(SUM(kept_rows) AS BIGINT), COUNT(*) FILTER (WHERE net <> 0) "
+            f"FROM ({inner}) AS kept (combination, net, kept_rows) "
+            f"CROSS JOIN LATERAL jsonb_each(kept.combination) AS counted "
+            f"CROSS JOIN LATERAL jsonb_array_elements_text(CASE jsonb_typeof(counted.value) "
+            f"WHEN 'array' THEN counted.value ELSE jsonb_build_array(counted.value) END) "
+            f"AS counted_value GROUP BY 1, 2",
+            params,
+        )
+        found = cursor.fetchall()
+    # Every combination has one value of _whole(): its rows count each combination once.
+    whole = _whole()
+    read = sum(rows for name, _, _, rows, _ in found if name == whole)
+    alive = sum(live for name, _, _, _, live in found if name == whole)
+    if read - alive > FOLD_COMBINATION_ROWS_AFTER:
+        fold_combination_deltas()
+    tallies = _tallies()
+    for name, value, n, _, _ in found:
+        if n and name in tallies:
+            tallies[name][value] += n
     return _facets(tallies)
 
 
@@ -117,128 +194,63 @@ def fold_kept_counts() -> None:
 def fold_facet_deltas() -> None:
     """Replace the rows of the kept counts by one row per value with their sum. The rows of
     transactions still running are not seen, so not folded: they are summed later."""
-    with transaction.atomic(), connection.cursor() as cursor:
-        # One fold at a time; one already running does the work.
-        if not transaction_lock("crosscheck_fold_facets", wait=False):
-            return
-        deltas = TicketFacetDelta._meta.db_table
-        cursor.execute(
-            f"WITH folded AS (DELETE FROM {deltas} RETURNING state, dimension, value, tickets) "
-            f"INSERT INTO {deltas} (state, dimension, value, tickets) "
-            f"SELECT state, dimension, value, SUM(tickets) FROM folded "
-            f"GROUP BY state, dimension, value HAVING SUM(tickets) <> 0"
-        )
-
-
-# Past this many rows read beyond the combinations they add up to, reading folds them.
-FOLD_COMBINATION_ROWS_AFTER = 1000
-
-
-def _combined_facets(filters: QueueFilters, user) -> Facets:
-    """The counts within `filters` (on counted dimensions only), summed from the kept
-    combinations they select: one statement that reads those combinations once."""
-    columns = list(FACETS.values())
-    combinations = (
-        TicketCombinationDelta.objects.filter(counted_selection(filters, user))
-        .values(*columns)
-        .annotate(net=Sum("tickets"), kept_rows=Count("id"))
-        .values_list(*columns, "net", "kept_rows")
-    )
-    inner, params = combinations.query.sql_with_params()
-    grouped = _per_dimension(
-        inner,
-        params,
-        more=("net", "kept_rows"),
-        # Each combination's count, the rows it was summed from, and whether it is one.
-        aggregates="CAST(SUM(net) AS BIGINT), CAST(SUM(kept_rows) AS BIGINT), "
-        "COUNT(*) FILTER (WHERE net <> 0)",
-    )
-    # Every row read is in the first dimension's (state's) groups once.
-    read = sum(kept_rows for index, _, (_, kept_rows, _) in grouped if index == 0)
-    combined = sum(live for index, _, (_, _, live) in grouped if index == 0)
-    if read - combined > FOLD_COMBINATION_ROWS_AFTER:
-        fold_combination_deltas()
-    return _facets_of_rows([(index, value, net) for index, value, (net, _, _) in grouped if net])
+    _fold(TicketFacetDelta, "state, dimension, value", analyze=False)
 
 
 def fold_combination_deltas() -> None:
     """Replace the rows of the kept combinations by one row per combination with their sum
     (as fold_facet_deltas does for the counts per value)."""
-    with transaction.atomic(), connection.cursor() as cursor:
-        if not transaction_lock("crosscheck_fold_combinations", wait=False):
+    # Every row is rewritten: the planner is told at once, so the next reads use the
+    # index, not what an empty table once looked like.
+    _fold(TicketCombinationDelta, "combination", analyze=True)
+
+
+def _fold(model, key: str, *, analyze: bool) -> None:
+    table = model._meta.db_table
+    with transaction.atomic(), connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        # One fold at a time; one already running does the work.
+        if not transaction_lock(f"fold {table}", wait=False):
             return
-        deltas = TicketCombinationDelta._meta.db_table
-        combination = (
-            "state, reason, finding_kind, field, action, sources, unsafe, assignee_id, agent"
-        )
         cursor.execute(
-            f"WITH folded AS (DELETE FROM {deltas} RETURNING {combination}, tickets) "
-            f"INSERT INTO {deltas} ({combination}, tickets) "
-            f"SELECT {combination}, SUM(tickets) FROM folded "
-            f"GROUP BY {combination} HAVING SUM(tickets) <> 0"
+            f"WITH folded AS (DELETE FROM {table} RETURNING {key}, tickets) "
+            f"INSERT INTO {table} ({key}, tickets) "
+            f"SELECT {key}, SUM(tickets) FROM folded GROUP BY {key} HAVING SUM(tickets) <> 0"
         )
-        # Every row was rewritten: the planner's idea of the table is told at once, so the
-        # next reads use the index, not what an empty table once looked like.
-        cursor.execute(f"ANALYZE {deltas}")
+        if analyze:
+            cursor.execute(f"ANALYZE {table}")
 
 
-def _facet_rows(tickets: QuerySet[Ticket]) -> list[tuple[int, str | None, int]]:
-    """(index in FACETS, value as text, count) for every dimension of FACETS, from one
-    statement that reads the filtered tickets once: every dimension is counted in that one
-    pass (GROUPING SETS, twice as fast at 100,000 tickets as a pass per dimension)."""
-    inner, params = tickets.order_by().values_list(*FACETS.values()).query.sql_with_params()
-    grouped = _per_dimension(inner, params, aggregates="COUNT(*)")
-    return [(index, value, n) for index, value, (n,) in grouped]
+# --- as the queue shows them ------------------------------------------------------------
 
 
-def _per_dimension(
-    inner: str, params, *, aggregates: str, more: tuple[str, ...] = ()
-) -> list[tuple[int, str | None, tuple]]:
-    """(index in FACETS, value as text, `aggregates`) for every value of every dimension of
-    FACETS in the rows of `inner` (their columns, then `more`), from one PostgreSQL
-    statement that groups them once per dimension (GROUPING SETS)."""
-    width = len(FACETS)
-    columns = ", ".join([*(f"c{i}" for i in range(width)), *more])
-    grouped = ", ".join(f"c{i}" for i in range(width))
-    texts = ", ".join(f"CAST(c{i} AS TEXT)" for i in range(width))
-    sets = ", ".join(f"(c{i})" for i in range(width))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT GROUPING({grouped}), {texts}, {aggregates} "
-            f"FROM ({inner}) AS selected ({columns}) GROUP BY GROUPING SETS ({sets})",
-            params,
-        )
-        found = cursor.fetchall()
-    rows = []
-    for grouping, *values in found:
-        # GROUPING() clears the bit of the one column this row is grouped by.
-        index = next(i for i in range(width) if not grouping & (1 << (width - 1 - i)))
-        rows.append((index, values[index], tuple(values[width:])))
-    return rows
+def _tallies() -> dict[str, Counter[str]]:
+    return {item.name: Counter() for item in defined.counted()}
 
 
-def _count_facets(tickets: QuerySet[Ticket]) -> Facets:
-    return _facets_of_rows(_facet_rows(tickets))
-
-
-def _facets_of_rows(rows: list[tuple[int, str | None, int]]) -> Facets:
-    """Facets from (index in FACETS, value as text, count) rows."""
-    names = list(FACETS)
-    tallies: dict[str, Counter[str]] = {name: Counter() for name in names}
-    for index, value, n in rows:
-        tallies[names[index]][value or ""] += n
-    tallies["source"] = _each_source(tallies["source"])
-    tallies["unsafe"] = Counter(
-        {_YES_NO[value]: n for value, n in tallies["unsafe"].items() if value in _YES_NO}
+def _facets(tallies: dict[str, Counter[str]]) -> Facets:
+    """Facets from counts per kept value of each counted filter, as the queue shows them:
+    a person by username ("unassigned" for nobody), most tickets first."""
+    for item in defined.counted():
+        if item.people:
+            tallies[item.name] = _named(tallies[item.name])
+    return Facets(
+        total=sum(tallies[_whole()].values()),
+        counts={
+            name: sorted(tally.items(), key=lambda pair: (-pair[1], pair[0]))
+            for name, tally in tallies.items()
+        },
     )
-    usernames = _usernames(int(v) for v in tallies["assignee"] if v)
-    tallies["assignee"] = Counter(
-        {
-            (usernames.get(int(v), v) if v else ASSIGNEE_NONE): n
-            for v, n in tallies["assignee"].items()
-        }
-    )
-    return _facets(tallies)
+
+
+def _named(by_user_id: Counter[str]) -> Counter[str]:
+    usernames = _usernames(int(v) for v in by_user_id if v.isdigit())
+    named: Counter[str] = Counter()
+    for user_id, n in by_user_id.items():
+        if not user_id:
+            named[ASSIGNEE_NONE] += n
+        else:
+            named[usernames.get(int(user_id), user_id) if user_id.isdigit() else user_id] += n
+    return named
 
 
 def _usernames(user_ids: Iterable[int]) -> dict[int, str]:
@@ -256,26 +268,103 @@ def _usernames(user_ids: Iterable[int]) -> dict[int, str]:
     return cached(f"tickets:usernames:{key}", read)
 
 
-def _facets(tallies: dict[str, Counter[str]]) -> Facets:
-    """Facets from counts per value of each dimension, as the queue shows them."""
-    return Facets(
-        total=sum(tallies["state"].values()),
-        counts={
-            name: sorted(tally.items(), key=lambda item: (-item[1], item[0]))
-            for name, tally in tallies.items()
-        },
+# --- the trigger that keeps them ---------------------------------------------------------
+
+
+def _counting_sql(changed: str) -> str:
+    """One statement that appends, for the tickets of `changed` (a query of ticket rows,
+    each with its `sign`: +1 counted in, -1 counted out), a row per combination and one
+    per state, filter and value whose count they change, with the difference."""
+    combination = ", ".join(f"'{item.name}', {item.kept_sql('c')}" for item in defined.counted())
+    combinations = TicketCombinationDelta._meta.db_table
+    facets = TicketFacetDelta._meta.db_table
+    return f"""
+WITH kept AS (
+    INSERT INTO {combinations} (combination, tickets)
+    SELECT jsonb_build_object({combination}), SUM(c.sign) FROM ({changed}) AS c
+    GROUP BY 1 HAVING SUM(c.sign) <> 0
+    RETURNING combination, tickets
+)
+INSERT INTO {facets} (state, dimension, value, tickets)
+SELECT kept.combination ->> 'state', counted.key, counted_value, SUM(kept.tickets)
+FROM kept
+CROSS JOIN LATERAL jsonb_each(kept.combination) AS counted
+CROSS JOIN LATERAL jsonb_array_elements_text(CASE jsonb_typeof(counted.value)
+    WHEN 'array' THEN counted.value ELSE jsonb_build_array(counted.value) END) AS counted_value
+GROUP BY 1, 2, 3 HAVING SUM(kept.tickets) <> 0;"""
+
+
+def _trigger_function() -> str:
+    """The function the trigger runs, made from the counted filters' definitions."""
+    # The database's column of each counted field (a foreign key's id).
+    columns = [
+        cast(Field, Ticket._meta.get_field(item.column)).column for item in defined.counted()
+    ]
+    new = ", ".join(f"n.{column}" for column in columns)
+    old = ", ".join(f"o.{column}" for column in columns)
+    # Most updates change no counted column (a revision, a date): those rows are left out.
+    updated = (
+        f"SELECT n.*, 1 AS sign FROM new_rows AS n JOIN old_rows AS o USING (id) "
+        f"WHERE ({new}) IS DISTINCT FROM ({old}) UNION ALL "
+        f"SELECT o.*, -1 AS sign FROM old_rows AS o JOIN new_rows AS n USING (id) "
+        f"WHERE ({new}) IS DISTINCT FROM ({old})"
     )
+    return f"""
+CREATE OR REPLACE FUNCTION {_FUNCTION}() RETURNS trigger AS $counting$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        {_counting_sql("SELECT n.*, 1 AS sign FROM new_rows AS n")}
+    ELSIF TG_OP = 'DELETE' THEN
+        {_counting_sql("SELECT o.*, -1 AS sign FROM old_rows AS o")}
+    ELSE
+        {_counting_sql(updated)}
+    END IF;
+    RETURN NULL;
+END
+$counting$ LANGUAGE plpgsql"""
 
 
-# How each database spells a boolean cast to text.
-_YES_NO = {"true": "yes", "1": "yes", "false": "no", "0": "no"}
+_FUNCTION = "crosscheck_count_tickets"
+# A trigger with transition tables fires on one kind of statement: three of them.
+_TRIGGERS = {
+    "INSERT": "REFERENCING NEW TABLE AS new_rows",
+    "UPDATE": "REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows",
+    "DELETE": "REFERENCING OLD TABLE AS old_rows",
+}
 
 
-def _each_source(by_combination: Counter[str]) -> Counter[str]:
-    """Counts per source from counts per sorted, comma-joined combination of sources."""
-    tally: Counter[str] = Counter()
-    for combination, n in by_combination.items():
-        for source in combination.split(","):
-            if source:
-                tally[source] += n
-    return tally
+def keep_counting(using: str = DEFAULT_DB_ALIAS) -> bool:
+    """After every migrate (as the owner of the tables): make the trigger that keeps the
+    counts from the counted filters as they are defined now, unless it is made so already.
+    When it changes, every ticket is counted again, the tickets locked against changes
+    meanwhile. True when it did. Nothing before migration 0037 (the combinations' JSON)."""
+    function = _trigger_function()
+    made_from = hashlib.sha256(function.encode()).hexdigest()
+    tickets = Ticket._meta.db_table
+    connection = connections[using]
+    with connection.cursor() as cursor:
+        table = TicketCombinationDelta._meta.db_table
+        described = connection.introspection.get_table_description(cursor, table)
+        if "combination" not in {column.name for column in described}:
+            return False
+    with transaction.atomic(using=using), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT obj_description(oid, 'pg_proc') FROM pg_proc WHERE proname = %s", [_FUNCTION]
+        )
+        found = cursor.fetchone()
+        if found and found[0] == made_from:
+            return False
+        cursor.execute(f"LOCK TABLE {tickets} IN SHARE ROW EXCLUSIVE MODE")
+        cursor.execute(function)
+        for event, referencing in _TRIGGERS.items():
+            name = f"{tickets}_counted_{event.lower()}"
+            cursor.execute(f"DROP TRIGGER IF EXISTS {name} ON {tickets}")
+            cursor.execute(
+                f"CREATE TRIGGER {name} AFTER {event} ON {tickets} {referencing} "
+                f"FOR EACH STATEMENT EXECUTE FUNCTION {_FUNCTION}()"
+            )
+        for model in KEPT:
+            cursor.execute(f"DELETE FROM {model._meta.db_table}")
+        cursor.execute(_counting_sql(f"SELECT t.*, 1 AS sign FROM {tickets} AS t"))
+        cursor.execute(f"COMMENT ON FUNCTION {_FUNCTION}() IS '{made_from}'")
+    return True

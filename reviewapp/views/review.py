@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import date
 from typing import Any
 
 from django import forms
@@ -22,9 +23,11 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from reviewapp.accounts.roles import WORK_TICKET
 from reviewapp.forms import review as review_forms
-from reviewapp.models import AuditEvent, PolicyVersion, Run, Ticket, TicketComment
+from reviewapp.models import AuditEvent, Run, Ticket, TicketComment
 from reviewapp.review import changes, counts, errors, queue, related, runs, stamp
+from reviewapp.review import filters as defined
 from reviewapp.review.evidence import handoff_package, ticket_evidence, with_judgement
+from reviewapp.review.filters import ASSIGNEE_ME, ASSIGNEE_NONE
 from reviewapp.views import review_bulk, review_rows
 from reviewapp.views.htmx import HtmxHttpRequest
 from reviewapp.views.review_urls import queue_url as _queue_url
@@ -43,7 +46,7 @@ EVIDENCE_CACHE_SECONDS = 600
 def ticket_queue(request: HtmxHttpRequest) -> HttpResponse:
     filters = queue.queue_filters(request.GET)
     facets = counts.facet_counts(filters, request.user)
-    tickets = queue.queue_tickets(filters, request.user).values(*review_rows.QUEUE_ROW_COLUMNS)
+    tickets = queue.queue_tickets(filters, request.user).values(*review_rows.queue_row_columns())
     page = _CountedQueue(tickets, facets.total).get_page(request.GET.get("page"))
     can_work = request.user.has_perm(WORK_TICKET)
     # The template caches what it renders from these under facets.version, so they are
@@ -53,10 +56,9 @@ def ticket_queue(request: HtmxHttpRequest) -> HttpResponse:
         "filters": filters,
         "facets": facets,
         "facet_links": facet_links,
-        "text_filters": [
-            {"name": name, "title": FACET_TITLES[name], "current": getattr(filters, name)}
-            for name in TEXT_FILTERS
-        ],
+        # Read only when the filter form is shown (a lazy list, like the rows).
+        "filter_inputs": lambda: _filter_inputs(filters),
+        "row_cells": defined.cells(),
         "quick_views": _quick_views(filters),
         "filter_chips": _filter_chips(filters),
         "undo": review_bulk.undo_offer(request) if can_work else None,
@@ -65,11 +67,6 @@ def ticket_queue(request: HtmxHttpRequest) -> HttpResponse:
             Run.objects.filter(run_id=filters.q).values_list("pk", "run_id").first()
         ),
         "sorts": queue.SORT_LABELS,
-        # Read only when the filters are shown (a lazy list, like the rows).
-        "version_numbers": lambda: [
-            str(n)
-            for n in PolicyVersion.objects.order_by("-number").values_list("number", flat=True)
-        ],
         "query": urlencode(filters.as_params()),
         "page": page,
         "families": SimpleLazyObject(lambda: _family_rows(filters, request.user, facets.version)),
@@ -80,7 +77,6 @@ def ticket_queue(request: HtmxHttpRequest) -> HttpResponse:
         "can_work": can_work,
         "workers": related.ticket_workers() if can_work else [],
         "causes": changes.REVIEWER_CAUSES,
-        "all_causes": Ticket.Cause.choices,
         "cache_seconds": stamp.CACHE_SECONDS,
         # For the whole-family bulk change, read only when its form is rendered.
         "seen": lambda: stamp.data_stamp().text,
@@ -112,69 +108,75 @@ class _CountedQueue(Paginator):
         return self.total
 
 
-TEXT_FILTERS = ("reason", "finding_kind", "field", "action", "source", "assignee", "agent")
-FACET_TITLES = {
-    "state": "State",
-    "reason": "Reason",
-    "finding_kind": "Finding",
-    "field": "Field",
-    "action": "Action",
-    "source": "Source",
-    "unsafe": "Unsafe",
-    "assignee": "Assignee",
-    "agent": "Agent",
-}
+def _filter_inputs(filters: queue.QueueFilters) -> list[dict]:
+    """Every filter's control on the filter form (its definition's Input), the search box
+    first; a counted filter typed in suggests its counted values (the datalists)."""
+    inputs = []
+    for item in sorted(defined.FILTERS, key=lambda item: item.input.type != "search"):
+        shown, current = item.input, getattr(filters, item.name)
+        choices = shown.choices() if callable(shown.choices) else shown.choices
+        inputs.append(
+            {
+                "name": item.name,
+                "type": shown.type,
+                "label": shown.label or item.label,
+                "title": shown.title,
+                "size": shown.size if shown.type in ("text", "search") else None,
+                "placeholder": shown.placeholder,
+                "current": current.isoformat() if isinstance(current, date) else current or "",
+                "suggest": item.counted and shown.type == "text",
+                "choices": [
+                    # "any" says itself where it is not the default (the state's).
+                    (value or ("any" if item.default else ""), label, value == (current or ""))
+                    for value, label in choices
+                ],
+            }
+        )
+    return inputs
 
 
 def _facet_links(filters: queue.QueueFilters, facets: counts.Facets) -> list[dict]:
     """Each dimension's values with their counts, as links that set (or clear) the filter."""
     base, params = reverse("ticket-queue"), filters.as_params()
     groups = []
-    for name, title in FACET_TITLES.items():
+    for item in defined.counted():
+        name, title = item.name, item.label
         current = getattr(filters, name)
         values = []
         for value, count in facets.values(name):
             chosen = current == value
-            # Choosing a chosen value again clears it; for state, clearing means any state.
-            target = value if not chosen else "any" if name == "state" else ""
+            # Choosing a chosen value again clears it; where "" is not the default (the
+            # state), clearing means "any".
+            target = value if not chosen else "any" if item.default else ""
             values.append(
                 {
                     "value": value or "(none)",
                     "count": str(count),  # as text: the template need not format it
                     "chosen": chosen,
                     "url": _url_with(base, params, {name: target}),
+                    # A blank value is no filter.
                     "blank": not value,
-                    # A blank value is no filter, but for "unassigned".
-                    "linked": bool(value) or name == "assignee",
                 }
             )
-        groups.append({"name": name, "title": title, "values": values, "current": current})
+        groups.append(
+            {
+                "name": name,
+                "title": title,
+                "values": values,
+                "current": current,
+                "suggestions": item.suggestions,
+            }
+        )
     return groups
-
-
-# What each chip calls its filter, beside the counted dimensions' titles.
-CHIP_TITLES = {
-    **FACET_TITLES,
-    "family": "Family",
-    "created_from": "From",
-    "created_to": "To",
-    "outcome": "Resolution",
-    "closed_cause": "Cause",
-    "closed_from": "Closed from",
-    "closed_to": "Closed to",
-    "month": "Tally month",
-    "q": "Search",
-    "batch": "Batch",
-    "settled_under": "Would be resolved under version",
-}
 
 
 def _filter_chips(filters: queue.QueueFilters) -> list[dict]:
     """The active filters, each with the queue's URL without it (the chip that removes it).
     The sort and the grouping are how the queue is shown, not what it selects."""
+    labels = {item.name: item.label for item in defined.FILTERS}
     return [
         {
-            "label": CHIP_TITLES.get(name, name),
+            "label": labels.get(name, name),
             "value": value,
             "url": _queue_url(filters, **{name: ""}),
         }
@@ -186,8 +188,8 @@ def _filter_chips(filters: queue.QueueFilters) -> list[dict]:
 def _quick_views(filters: queue.QueueFilters) -> list[dict]:
     views = [
         ("All open", queue.QueueFilters()),
-        ("Assigned to me", queue.QueueFilters(assignee=queue.ASSIGNEE_ME)),
-        ("Unassigned", queue.QueueFilters(assignee=queue.ASSIGNEE_NONE)),
+        ("Assigned to me", queue.QueueFilters(assignee=ASSIGNEE_ME)),
+        ("Unassigned", queue.QueueFilters(assignee=ASSIGNEE_NONE)),
         ("Unsafe", queue.QueueFilters(unsafe="yes")),
         ("Families", queue.QueueFilters(group="family")),
     ]

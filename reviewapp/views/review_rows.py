@@ -19,15 +19,24 @@ from django.utils import timezone
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
+from reviewapp.review.filters import Cell, cells
 from reviewapp.review.related import judged_again
 from reviewapp.review.stamp import CACHE_SECONDS
 
-# What a queue row shows, read as plain values: model instances cost three times as much.
-QUEUE_ROW_COLUMNS = (
+# What a queue row shows of its own (what the ticket is, the disputed values, its age),
+# read as plain values: model instances cost three times as much.
+ROW_COLUMNS = (
     *("pk", "revision", "state", "reason", "unsafe", "field", "finding_kind", "entity"),
-    *("action", "sources", "agent", "created_at", "closed_at", "run__run_id", "disputed"),
-    *("assignee__username", "judgement_id", "run__current_judgement_id"),
+    *("agent", "created_at", "closed_at", "run__run_id", "disputed", "judgement_id"),
+    "run__current_judgement_id",
 )
+
+
+def queue_row_columns() -> list[str]:
+    """The columns a queue row reads: its own, then its filters' cells' (filters.cells)."""
+    return list(dict.fromkeys((*ROW_COLUMNS, *(cell.column for cell in cells()))))
+
+
 NONE = "—"
 
 
@@ -52,8 +61,19 @@ def age(moment, now) -> str:
     return f"{seconds}s"
 
 
+def _cell(cell: Cell, value: Any) -> dict:
+    """A filter's cell in a row, as its partial writes it."""
+    empty = value in (None, "")
+    return {
+        "css": cell.css,
+        "text": cell.empty if empty else str(value),
+        "title": cell.title,
+        "muted": empty and cell.muted_empty,
+    }
+
+
 def queue_rows(tickets: Iterable[Mapping[str, Any]], *, queue_query: str = "") -> list[dict]:
-    """Each ticket (given as QUEUE_ROW_COLUMNS values) as its row shows it: one line, the
+    """Each ticket (given as queue_row_columns() values) as its row shows it: one line, the
     stylesheet cutting what overflows, each cell's title holding it whole. Ages are as of
     now: the queue caches its rows for stamp.CACHE_SECONDS at most. Each ticket's link
     carries the queue's filters (`queue_query`, URL-encoded), so that its page moves to the
@@ -62,6 +82,7 @@ def queue_rows(tickets: Iterable[Mapping[str, Any]], *, queue_query: str = "") -
     claim_url = _url_of_each_ticket("ticket-claim")
     came_from = f"?{urlencode({'queue': queue_query})}"
     now = timezone.now()
+    shown = cells()
     rows = []
     for ticket in tickets:
         # Numbers as text: a template formats a number for the locale, a fifth of its time here.
@@ -87,9 +108,7 @@ def queue_rows(tickets: Iterable[Mapping[str, Any]], *, queue_query: str = "") -
                 # The disputed values side by side; the title names the source of each.
                 "values": [value for _, value in disputed or ()],
                 "values_title": " vs ".join(f"{v} ({source})" for source, v in disputed or ()),
-                "sources": ticket["sources"] or NONE,
-                "action": ticket["action"] or NONE,
-                "holder": ticket["assignee__username"],
+                "cells": [_cell(cell, ticket[cell.column]) for cell in shown],
                 "age": age(ticket["created_at"], now),
                 "opened": f"opened {_when(ticket['created_at'])}"
                 + (f", closed {_when(closed_at)}" if closed_at else ""),
