@@ -24,6 +24,7 @@ from reviewapp.durable import Send, due
 from reviewapp.infra.locks import Space, locks_held
 from reviewapp.ingest.batches import BATCHES, create_batch, send_to_worker
 from reviewapp.ingest.parts import PARTS, parts_create
+from reviewapp.ingest.pipeline import ingest_stored_batch
 from reviewapp.models import IngestBatch, IngestPart, ServicePulse
 from tests.paths import ROOT
 
@@ -70,9 +71,13 @@ def test_a_unit_whose_worker_died_in_each_of_its_tries_is_given_up_with_why(batc
         "its worker died in each of 2 tries (a crash, or a memory limit); every chunk "
         "stored before is kept. It is not tried again by itself."
     )
-    # Failed for good: not due again, whatever the waits.
+    # Failed for good: not due again, whatever the waits, and a message delivered again (or
+    # sent by the reconciler beside the one redelivered) finds nothing to do.
     settings.INGEST_RETRY_SECONDS = 0
     assert due(BATCHES) == []
+    ingest_stored_batch(batch.pk)
+    batch.refresh_from_db()
+    assert (batch.state, batch.attempts) == ("failed", 2)
 
 
 def test_a_message_the_broker_did_not_take_is_due_at_the_reconcilers_next_round(

@@ -153,6 +153,15 @@ def _parts_for(channel: str, size: int) -> int:
     return max(1, settings.INGEST_PARTS)
 
 
+def left_to_do() -> Q:
+    """The batches a worker's message may claim: neither done nor given up (failed with no
+    tries left). A message delivered again after its batch ended, or sent by the
+    reconciler beside it, finds nothing to do."""
+    return ~Q(state=IngestBatch.State.DONE) & ~Q(
+        state=IngestBatch.State.FAILED, attempts__gte=settings.INGEST_MAX_ATTEMPTS
+    )
+
+
 def send_to_worker(batch: IngestBatch) -> None:
     """Queue the batch for a worker once the current transaction commits; its heartbeat
     starts now, so that a message lost on the way is noticed (reviewapp.durable)."""

@@ -44,7 +44,7 @@ from reviewapp import durable
 from reviewapp.celery import Tasks
 from reviewapp.durable import Durable, Send
 from reviewapp.infra.locks import Space, advisory_lock
-from reviewapp.ingest.batches import BATCHES, IngestSummary, create_batch
+from reviewapp.ingest.batches import BATCHES, IngestSummary, create_batch, left_to_do
 from reviewapp.ingest.files import RawLine
 from reviewapp.ingest.judge import RunsInFlight
 from reviewapp.ingest.pipeline import (
@@ -110,7 +110,7 @@ def parts_create(batch: IngestBatch) -> None:
 def parts_start(batch_id: int) -> None:
     """What a worker runs for a batch in parts: claim it as any batch (its tries counted,
     given up when they are spent) and send its parts not done to workers."""
-    with claim_batch(batch_id, when=~Q(state=IngestBatch.State.DONE)) as batch:
+    with claim_batch(batch_id, when=left_to_do()) as batch:
         if batch is not None:
             parts_dispatch(batch)
 

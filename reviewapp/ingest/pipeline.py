@@ -37,6 +37,7 @@ from reviewapp.ingest.batches import (
     IngestSummary,
     count_runs_touched,
     create_batch,
+    left_to_do,
     send_to_shadow,
 )
 from reviewapp.ingest.files import BlankRun, InflateMeter, RawLine, iter_lines_and_blank_runs
@@ -92,10 +93,13 @@ Report = Callable[[int, ChunkStored], None]
 TRANSIENT_TRIES = 4
 
 
-def ingest_batch(batch: IngestBatch, *, progress: Progress | None = None) -> IngestSummary:
-    """Read, store and judge one batch, whole; safe to call again on the same batch, and
-    from two workers at once (the second finds it claimed and leaves it to the first)."""
-    with claim_batch(batch.pk) as claimed:
+def ingest_batch(
+    batch: IngestBatch, *, progress: Progress | None = None, when: Q | None = None
+) -> IngestSummary:
+    """Read, store and judge one batch, whole (if it matches `when`); safe to call again
+    on the same batch, and from two workers at once (the second finds it claimed and leaves
+    it to the first)."""
+    with claim_batch(batch.pk, when=when) as claimed:
         if claimed is None:
             return IngestSummary.of(IngestBatch.objects.get(pk=batch.pk))
         clock = StageClock()
@@ -213,11 +217,11 @@ def _mark_failed(batch: IngestBatch, exc: BaseException) -> None:
 
 
 def ingest_stored_batch(batch_id: int) -> IngestSummary:
-    """What the worker runs: a batch that is already done is not read again."""
+    """What the worker runs: a batch that is done, or given up, is not read again."""
     batch = IngestBatch.objects.get(pk=batch_id)
     if batch.state == IngestBatch.State.DONE:
         return IngestSummary.of(batch)
-    return ingest_batch(batch)
+    return ingest_batch(batch, when=left_to_do())
 
 
 def ingest_file(

@@ -3,9 +3,10 @@ touched under every candidate that was in shadow when it finished (shadow_judge_
 sent by name from ingest), pinned at the record their current judgement covers, so that
 the two judgements of a run compare record for record (shadow.compare). Those are SHADOW
 judgements (judging.store): never a run's current one, never a ticket (the database
-refuses both). A ShadowBatch row says a delivery is done; the reconciler (reviewapp.durable,
-DELIVERIES) sends again any that is not. Judging is idempotent per run, candidate and last record, so a backfill
-(shadow.backfill) judges its window's runs the same way."""
+refuses both). A ShadowBatch row says a delivery is done; the reconciler
+(reviewapp.durable, DELIVERIES) sends again any that is not. Judging is idempotent per run,
+candidate and last record, so a backfill (shadow.backfill) judges its window's runs the
+same way."""
 
 from __future__ import annotations
 
