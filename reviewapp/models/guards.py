@@ -270,7 +270,7 @@ APPEND_ONLY_TABLES = {"reviewapp_traceline"}
 def unchecked_reference(model: str) -> models.ForeignKey:
     """An optional reference without a foreign key constraint, followed from its row and
     never looked up by (no index): not checked, as what it names is never deleted (replay's
-    results, written by the thousand)."""
+    fixture runs and results: ReplayResult says why)."""
     return models.ForeignKey(
         model,
         null=True,
@@ -284,10 +284,11 @@ def unchecked_reference(model: str) -> models.ForeignKey:
 
 def references(*links: tuple[str, str]) -> list[pgtrigger.Trigger]:
     """Each (column, parent table): every new row's column names a row of the parent table
-    (or is NULL). Only for what a real foreign key costs too much (TraceLine.batch says
-    how much); the parent declares referenced() for the same link. Parents that can be deleted are locked FOR KEY SHARE, as a foreign key's
-    check locks them, so that none goes before this transaction ends; an append-only
-    parent cannot go (and its rows cannot be locked by a role that may not update them).
+    (or is NULL). Only where a real foreign key costs ingest too much (TraceLine.batch says
+    how much); the parent declares referenced() for the same link. Parents that can be
+    deleted are locked FOR KEY SHARE, as a foreign key's check locks them, so that none
+    goes before this transaction ends; an append-only parent cannot go (and its rows
+    cannot be locked by a role that may not update them).
     Parents are found by their primary key, once per value the new rows name (a COPY of
     5,000 lines names one batch, not 5,000): a join would be planned as a hash of the
     whole parent table, which grows with every ingest."""

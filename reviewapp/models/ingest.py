@@ -212,9 +212,13 @@ class TraceLine(models.Model):
 
     # Indexed by trace_line_batch_state (batch first); ingest writes millions of these rows,
     # so no index is kept twice here or below.
-    # Not a foreign key: checked once per statement (guards.references), as are a record's
-    # two. With real foreign keys on these three, benchmarks/ingest.py lost about 19% of its
-    # speed (2026-12-02, 2 shared cores), more than the 15% a hand-made check may save.
+    # Not a foreign key: checked once per statement (guards.references), as a record's run
+    # and line are. Real foreign keys on these three cost the ingest more than 15%
+    # (benchmarks/ingest.py --n 100000, median of 7 runs on 2 shared cores: 1,470 lines/s
+    # against 1,869, -21%; ingest alone, 13 paired rounds: +17% wall time, +19% processor
+    # time, ours and PostgreSQL's), against -6% (1,762 lines/s, 5 runs; +8% and +8% in 17
+    # rounds) with the other ten references real and these three kept (issue 25). The
+    # batch's alone made real, records kept: +14% wall, +12% processor time in 7 rounds.
     batch = models.ForeignKey(
         IngestBatch,
         on_delete=models.PROTECT,

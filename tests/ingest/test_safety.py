@@ -4,7 +4,7 @@ batches tried again (issue: hardening, defects 1 and 2)."""
 
 import json
 import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import timedelta
 from pathlib import Path
 
@@ -16,11 +16,13 @@ from django.utils import timezone
 
 from reviewapp.durable import Send, due
 from reviewapp.infra.locks import Space
+from reviewapp.ingest import judge as judge_module
 from reviewapp.ingest import pipeline as ingestion
 from reviewapp.ingest.batches import BATCHES, create_batch
 from reviewapp.ingest.pipeline import ingest_batch, ingest_file, ingest_stored_batch
 from reviewapp.ingest.tokens import create_token
-from reviewapp.models import IngestBatch, Run, Ticket, TraceLine
+from reviewapp.judging.policies import ActivePolicy, default_policy
+from reviewapp.models import IngestBatch, Judgement, Run, Ticket, TraceLine
 from tests.uploads import is_kept
 
 pytestmark = pytest.mark.django_db
@@ -132,6 +134,41 @@ def test_overlapping_deliveries_arriving_together_end_equal_to_a_serial_ingest(
     assert len(together["runs"]) == 80 and all(r[2] for r in together["runs"].values())
     assert Ticket.objects.filter(run__run_id__startswith="together").count() == 80
     assert together == stored_state("serial")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_deliveries_judging_the_same_runs_at_once_store_one_judgement_each(
+    tmp_path, monkeypatch
+):
+    """Two final sweeps due to judge the same runs in the same state: the second waits for
+    the first (its lock on the runs) and finds them covered. Without the lock both judge,
+    and the second judgement of the same state is refused (judgement_once_per_state)."""
+    ingest_file(_written(tmp_path, "t.jsonl", trace(range(3))), channel="cli")
+    batches = [
+        create_batch(channel=IngestBatch.Channel.API, path=tmp_path / "t.jsonl", file_name=name)
+        for name in ("a", "b")
+    ]
+    # A newer policy: every run is due again.
+    active = ActivePolicy(default_policy(), 7, None)
+    runs = list(Run.objects.values_list("pk", flat=True))
+    # Each sweep, once it has decided what is due, waits (a while) for the other to
+    # have decided too: without the lock both decide before either stores.
+    both_decided = threading.Barrier(2, timeout=3)
+    judge_and_open = judge_module.judge_and_open
+
+    def decided_then_judged(due, **kwargs):
+        # Broken: the other sweep waits on the lock, and decides after this one stored.
+        with suppress(threading.BrokenBarrierError):
+            if due:
+                both_decided.wait()
+        return judge_and_open(due, **kwargs)
+
+    monkeypatch.setattr(judge_module, "judge_and_open", decided_then_judged)
+    run_together(
+        *(lambda b=b: judge_module.judge_stored_runs(runs, active=active, batch=b) for b in batches)
+    )
+    assert Judgement.objects.filter(policy_number=7).count() == 3
+    assert set(Run.objects.values_list("current_judgement__policy_number", flat=True)) == {7}
 
 
 @pytest.mark.django_db(transaction=True)
