@@ -2,6 +2,8 @@
 on a bare machine (the PostgreSQL that scripts/run starts in var/, a filesystem broker, a
 generated secret key kept in var/)."""
 
+import base64
+import hashlib
 import os
 import secrets
 import time
@@ -72,6 +74,19 @@ def local_secret_key() -> str:
 
 DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = os.environ.get("SECRET_KEY") or local_secret_key()
+# Keys of their own for trace protection (docs/security.md), from the environment; without
+# them, derived from SECRET_KEY so a bare machine runs (set both in production: rotating
+# SECRET_KEY would otherwise change every token and lose every protected value).
+REDACTION_SECRET = (
+    os.environ.get("REDACTION_SECRET")
+    or hashlib.sha256(b"crosscheck redaction\x1f" + SECRET_KEY.encode()).hexdigest()
+)
+PROTECTED_VALUES_KEY = (
+    os.environ.get("PROTECTED_VALUES_KEY")
+    or base64.urlsafe_b64encode(
+        hashlib.sha256(b"crosscheck protected values\x1f" + SECRET_KEY.encode()).digest()
+    ).decode()
+)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
