@@ -22,6 +22,7 @@ class Tasks:
     LABEL_SETTLEMENTS = "reviewapp.tasks.label_settled_tickets_task"
     REPLAY_JOB = "reviewapp.tasks.replay_job_task"
     TALLIES_REFRESH = "reviewapp.tasks.tallies_refresh_task"
+    ERASE = "reviewapp.tasks.erase_task"
     # Beat's.
     RECONCILE = "reviewapp.tasks.reconcile_task"
     FOLD_KEPT_COUNTS = "reviewapp.tasks.fold_kept_counts_task"

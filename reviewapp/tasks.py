@@ -27,6 +27,14 @@ def ingest_part_task(batch_id: int, index: int) -> None:
     ingest_part(batch_id, index)
 
 
+@app.task(name=Tasks.ERASE)
+def erase_task(request_id: int) -> dict:
+    """Run an approved erasure (sent when it is approved on its page)."""
+    from reviewapp.privacy.erasure import run_erasure
+
+    return run_erasure(request_id)
+
+
 @app.task(name=Tasks.LABEL_SETTLEMENTS)
 def label_settled_tickets_task(version_id: int) -> int:
     from reviewapp.policy.settlements import label_settled

@@ -23,12 +23,22 @@ PROPOSE_RULE = "reviewapp.propose_rule"
 APPROVE_RULE = "reviewapp.approve_rule"
 CLOSE_MONTH = "reviewapp.close_month"
 RUN_REPLAY = "reviewapp.run_replay"
+# Admins only: request, and approve another admin's request of, a value's erasure.
+ERASE_VALUES = "reviewapp.erase_values"
 
 ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
     VIEWER: (),
     REVIEWER: (INGEST, WORK_TICKET, PROPOSE_RULE, RUN_REPLAY),
     APPROVER: (INGEST, WORK_TICKET, PROPOSE_RULE, APPROVE_RULE, CLOSE_MONTH, RUN_REPLAY),
-    ADMIN: (INGEST, WORK_TICKET, PROPOSE_RULE, APPROVE_RULE, CLOSE_MONTH, RUN_REPLAY),
+    ADMIN: (
+        INGEST,
+        WORK_TICKET,
+        PROPOSE_RULE,
+        APPROVE_RULE,
+        CLOSE_MONTH,
+        RUN_REPLAY,
+        ERASE_VALUES,
+    ),
 }
 
 # The verb of the event a role given records (reviewapp_account_set writes it too).

@@ -5,8 +5,10 @@ function: `manage.py migrate` connects as it (as_owner), and after every migrate
 app's role (DATABASE_URL's user) what the app needs and no more (app_role_grant):
 
 - SELECT and INSERT on what is append-only (lines, records, judgements, verdicts, findings,
-  versions, candidates, settlements, comments, the audit trail): no UPDATE, DELETE or
-  TRUNCATE, whatever the triggers say;
+  versions, candidates, settlements, comments, the audit trail): no DELETE or TRUNCATE,
+  whatever the triggers say, and UPDATE only of the columns that can hold a value, which
+  the triggers refuse outside an approved erasure (erasable_columns_update; none on the
+  audit trail);
 - SELECT, INSERT and UPDATE where rows legitimately change (batches, runs, tickets,
   proposals, tokens...); DELETE only where rows are meant to go (the queue's count deltas
   folded every minute, a proposal's motivating tickets, the tallies' reporting copy, and
@@ -139,13 +141,34 @@ def table_privileges(models: Iterable[Any]) -> dict[str, str]:
         if table in NARROWER:
             privileges[table] = NARROWER[table]
         elif "append_only" in triggers:
-            privileges[table] = "SELECT, INSERT"
+            privileges[table] = "SELECT, INSERT" + erasable_columns_update(model)
         elif meta.app_label == "reviewapp" and table not in DELETABLE:
             privileges[table] = "SELECT, INSERT, UPDATE"
         else:
             privileges[table] = "SELECT, INSERT, UPDATE, DELETE"
     privileges["django_migrations"] = "SELECT"
     return privileges
+
+
+# The kinds of column an erasure rewrites (privacy/erasure.py finds them in the catalog).
+VALUE_FIELDS = {"CharField", "TextField", "SlugField", "JSONField", "BinaryField"}
+# What marks an append_only() trigger that an approved erasure passes (guards.ERASURE_SETTING).
+_ERASURE_DOOR = "crosscheck.erasure"
+
+
+def erasable_columns_update(model: Any) -> str:
+    """ ", UPDATE (columns)" on an append-only table whose guard lets an approved erasure
+    through: only the columns that can hold a value, for the erasure to replace it by its
+    token (the guard refuses any UPDATE outside one; DELETE stays ungranted)."""
+    guard = next(t for t in model._meta.triggers if t.name == "append_only")
+    if _ERASURE_DOOR not in guard.func:
+        return ""
+    columns = sorted(
+        field.column
+        for field in model._meta.concrete_fields
+        if field.get_internal_type() in VALUE_FIELDS
+    )
+    return f", UPDATE ({', '.join(columns)})" if columns else ""
 
 
 def app_role_grant(using: str, models: Iterable[Any]) -> bool:

@@ -23,6 +23,7 @@ from reviewapp.models.policy import (
     RuleProposal,
     SettlementLabelling,
 )
+from reviewapp.models.privacy import ErasureRequest
 from reviewapp.models.replay import (
     FixtureRun,
     FixtureSet,
@@ -52,6 +53,7 @@ __all__ = [
     "ApiToken",
     "AuditChain",
     "AuditEvent",
+    "ErasureRequest",
     "Finding",
     "GateAnswer",
     "GateMode",

@@ -37,13 +37,16 @@ from pgtrigger import compiler
 REFUSED = "USING ERRCODE = 'insufficient_privilege'"
 
 
-def append_only() -> list[pgtrigger.Trigger]:
+def append_only(*, erasable: bool = True) -> list[pgtrigger.Trigger]:
+    """`erasable`: an approved erasure may replace a value in its rows (erasure_door);
+    the audit trail is not (its events never hold a trace's values)."""
+    refusal = f"RAISE EXCEPTION 'append-only: % on % is refused', TG_OP, TG_TABLE_NAME {REFUSED};"
     return [
         pgtrigger.Trigger(
             name="append_only",
             when=pgtrigger.Before,
             operation=pgtrigger.Update | pgtrigger.Delete,
-            func=f"RAISE EXCEPTION 'append-only: % on % is refused', TG_OP, TG_TABLE_NAME {REFUSED};",
+            func=erasure_door(refusal) if erasable else refusal,
         ),
         pgtrigger.Trigger(
             name="append_only_truncate",
@@ -53,6 +56,69 @@ def append_only() -> list[pgtrigger.Trigger]:
             func=f"RAISE EXCEPTION 'append-only: TRUNCATE on % is refused', TG_TABLE_NAME {REFUSED};",
         ),
     ]
+
+
+# The one exception to append-only: while an approved ErasureRequest runs, its transaction
+# names it (SET LOCAL crosscheck.erasure = its id, privacy/erasure.py). The app's role may
+# set the setting, but cannot make a request approved without naming a second person
+# (erasure_guard), and a done request no longer opens the door. What the app's role may
+# then change is still bounded by its privileges: UPDATE of the columns that can hold a
+# value (infra/roles.py), no DELETE.
+ERASURE_SETTING = "crosscheck.erasure"
+ERASING = (
+    "EXISTS (SELECT 1 FROM reviewapp_erasurerequest e WHERE e.state = 'approved' "
+    f"AND e.id::text = current_setting('{ERASURE_SETTING}', true))"
+)
+
+
+def erasure_door(refusal: str) -> str:
+    """A row trigger's body: the row goes through while an approved erasure runs, else
+    `refusal`."""
+    return f"IF {ERASING} THEN RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END; END IF; {refusal}"
+
+
+def erasure_guard() -> list[pgtrigger.Trigger]:
+    """Four eyes on an erasure: a request is made pending, approved or refused by someone
+    other than its requester (its CHECKs), and done once; who asked, why and for which
+    value never change, nor does a decision; nothing is deleted. Only the end of the run
+    may empty the encrypted value (and a done request must have: its CHECK)."""
+    return [
+        pgtrigger.Trigger(
+            name="erasure_requested",
+            when=pgtrigger.Before,
+            operation=pgtrigger.Insert,
+            condition=pgtrigger.Condition(
+                "NEW.state <> 'requested' OR NEW.decided_by_id IS NOT NULL"
+            ),
+            func=f"RAISE EXCEPTION 'an erasure request starts as requested, approved by no one' {REFUSED};",
+        ),
+        pgtrigger.Trigger(
+            name="erasure_decided",
+            when=pgtrigger.Before,
+            operation=pgtrigger.Update,
+            condition=pgtrigger.Condition(_ERASURE_CHANGED),
+            func=f"RAISE EXCEPTION 'erasure request %: this change is refused', OLD.id {REFUSED};",
+        ),
+        pgtrigger.Trigger(
+            name="erasure_kept",
+            when=pgtrigger.Before,
+            operation=pgtrigger.Delete,
+            func=f"RAISE EXCEPTION 'append-only: DELETE on % is refused', TG_TABLE_NAME {REFUSED};",
+        ),
+        append_only()[1],
+    ]
+
+
+_ERASURE_CHANGED = """
+NEW.requested_by_id IS DISTINCT FROM OLD.requested_by_id OR NEW.requested_at IS DISTINCT FROM OLD.requested_at
+OR NEW.reason IS DISTINCT FROM OLD.reason OR NEW.token IS DISTINCT FROM OLD.token
+OR NOT (
+    (OLD.state = 'requested' AND NEW.state IN ('approved', 'refused') AND NEW.finished_at IS NULL
+        AND NEW.value_encrypted = OLD.value_encrypted AND NEW.report = OLD.report)
+    OR (OLD.state = 'approved' AND NEW.state = 'done'
+        AND NEW.decided_by_id = OLD.decided_by_id AND NEW.decided_at = OLD.decided_at)
+)
+"""
 
 
 # What an audit event's hash covers, each field as "<length>:<text>" (no separator can be
@@ -152,7 +218,9 @@ def proposal_guard() -> list[pgtrigger.Trigger]:
             when=pgtrigger.Before,
             operation=pgtrigger.Update,
             condition=pgtrigger.Condition(_PROPOSAL_CHANGED),
-            func=f"RAISE EXCEPTION 'a decided proposal cannot be changed (proposal %)', OLD.id {REFUSED};",
+            func=erasure_door(
+                f"RAISE EXCEPTION 'a decided proposal cannot be changed (proposal %)', OLD.id {REFUSED};"
+            ),
         ),
         pgtrigger.Trigger(
             name="proposal_kept",

@@ -209,7 +209,7 @@ class AuditEvent(models.Model):
     hash = models.CharField(max_length=64, blank=True, editable=False)
 
     class Meta:
-        triggers = [*guards.append_only(), guards.audit_chain()]
+        triggers = [*guards.append_only(erasable=False), guards.audit_chain()]
         ordering = ["created_at", "id"]
 
     def __str__(self) -> str:

@@ -8,7 +8,6 @@ act as two people. The audit trail records the decision as made on the command l
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from reviewapp.accounts.audit import Channel, audit_channel
 from reviewapp.accounts.roles import APPROVE_RULE, PROPOSE_RULE
 from reviewapp.engine import PolicyError
-from reviewapp.ingest.tokens import authenticate_token
+from reviewapp.management.identity import TOKEN_VARIABLE, token_holder
 from reviewapp.models import PolicyVersion, RuleProposal
 from reviewapp.policy.versions import (
     PolicyWorkError,
@@ -27,8 +26,6 @@ from reviewapp.policy.versions import (
     policy_version_publish,
     proposal_decide,
 )
-
-TOKEN_VARIABLE = "CROSSCHECK_TOKEN"
 
 
 class Command(BaseCommand):
@@ -72,20 +69,7 @@ class Command(BaseCommand):
 
     def _user(self, options, permission: str):
         """The person who holds the token given, if they may do this."""
-        raw = options.get("token") or os.environ.get(TOKEN_VARIABLE, "")
-        if not raw:
-            raise CommandError(
-                f"say who you are: --token with your API token, or set {TOKEN_VARIABLE}"
-            )
-        token = authenticate_token(raw.strip())
-        if token is None:
-            raise CommandError(
-                "this API token is not valid (unknown, revoked, or its user inactive)"
-            )
-        user = token.user
-        if not user.has_perm(permission):
-            raise CommandError(f"{user.get_username()} may not do this ({permission})")
-        return user
+        return token_holder(options.get("token"), permission)
 
     def _export(self, options) -> None:
         if options["version"] is not None:

@@ -1,0 +1,220 @@
+"""Audited erasure (issue 30): after `erase --value`, approved by a second admin, no table
+(the audit trail included) and no kept upload holds the value or its JSON-escaped form;
+its token stands where it was, the tickets are still there, and the audit says who asked
+and who approved. Without an approved erasure running, the append-only guard still refuses
+every UPDATE."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+from django.conf import settings
+from django.core.management import CommandError, call_command
+from django.db import DatabaseError, connection, transaction
+
+from reviewapp.accounts.audit import audit_verify
+from reviewapp.accounts.roles import ADMIN, APPROVER
+from reviewapp.ingest.kept import kept_bytes_store
+from reviewapp.ingest.tokens import create_token
+from reviewapp.models import AuditEvent, ErasureRequest, Ticket, TraceLine
+from reviewapp.privacy.erasure import ErasureError, erasure_decide, erasure_request
+from reviewapp.privacy.tokens import token_of
+from reviewapp.replay.fixtures import freeze_ticket
+from reviewapp.review.changes import ticket_comment
+from tests.conftest import make_user
+from tests.seeding import conflict_run, ingest_lines
+from tests.test_database_guards import every_table_has_a_row  # noqa: F401
+
+pytestmark = pytest.mark.django_db
+VALUE = "erase-me@example.com"
+FORMS = [VALUE, json.dumps(VALUE)[1:-1]]
+
+
+@pytest.fixture
+def alice(django_user_model):
+    return make_user(django_user_model, "alice", ADMIN)
+
+
+@pytest.fixture
+def bob(django_user_model):
+    return make_user(django_user_model, "bob", ADMIN)
+
+
+def token_for(user) -> str:
+    return create_token(user=user, name="cli")[1]
+
+
+def traces_holding_the_value(tmp_path, user) -> None:
+    lines = []
+    for text in conflict_run("run-erase"):
+        record = json.loads(text)
+        if record["type"] == "tool_call":
+            record["arguments"]["customerEmail"] = VALUE
+        if record["type"] == "tool_observation":
+            record["contact"] = f"Customer <{VALUE}>"
+        lines.append(json.dumps(record))
+    ingest_lines(tmp_path, lines, name="erase.jsonl")
+    ticket = Ticket.objects.filter(run__run_id="run-erase").first()
+    ticket_comment(ticket, actor=user, text=f"the customer {VALUE} called")
+    freeze_ticket(ticket, user=user)
+    kept_bytes_store(json.dumps({"email": VALUE}).encode() + b"\n")
+    kept_bytes_store(gzip.compress(f'{{"note":"{VALUE}"}}\n'.encode()))
+
+
+def stored_anywhere(text: str) -> list[str]:
+    """Every table.column of the app (the audit trail included) holding `text`."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT table_name, column_name, data_type FROM information_schema.columns "
+            "WHERE table_schema = current_schema() AND table_name LIKE 'reviewapp\\_%%' "
+            "AND data_type IN ('text', 'character varying', 'json', 'jsonb', 'bytea')"
+        )
+        columns = cursor.fetchall()
+        found = []
+        for table, column, kind in columns:
+            holds = (
+                f"position(convert_to(%s, 'UTF8') in \"{column}\") > 0"
+                if kind == "bytea"
+                else f'position(%s in "{column}"::text) > 0'
+            )
+            cursor.execute(f'SELECT count(*) FROM "{table}" WHERE {holds}', [text])
+            if cursor.fetchone()[0]:
+                found.append(f"{table}.{column}")
+        return found
+
+
+def kept_files_holding(text: str) -> list[str]:
+    found = []
+    for path in settings.UPLOAD_DIR.rglob("*"):
+        if path.is_file():
+            content = path.read_bytes()
+            if content[:2] == b"\x1f\x8b":
+                content = gzip.decompress(content)
+            if text.encode() in content:
+                found.append(path.name)
+    return found
+
+
+def app_update_refused(statement: str, params: list) -> None:
+    with (
+        pytest.raises(DatabaseError, match="append-only"),
+        transaction.atomic(),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute(statement, params)
+
+
+@pytest.mark.usefixtures("every_table_has_a_row")
+def test_an_approved_erasure_leaves_the_value_nowhere_and_the_audit_names_both(
+    tmp_path, alice, bob, capsys
+):
+    traces_holding_the_value(tmp_path, alice)
+    assert {"reviewapp_traceline.raw", "reviewapp_ticketcomment.text"} <= set(
+        stored_anywhere(VALUE)
+    )
+    assert len(kept_files_holding(VALUE)) == 2
+    tickets = Ticket.objects.count()
+    alices, bobs = token_for(alice), token_for(bob)
+
+    call_command("erase", value=VALUE, reason="GDPR request 17", token=alices)
+    request = ErasureRequest.objects.get()
+    assert request.token == token_of(VALUE) and request.token in capsys.readouterr().out
+    assert VALUE.encode() not in bytes(request.value_encrypted)
+    with pytest.raises(CommandError, match="a second person must decide"):
+        call_command("erase", approve=request.pk, token=alices)
+    # Requested, not approved: the door stays shut, even with the setting named.
+    app_update_refused(
+        "SELECT set_config('crosscheck.erasure', %s, true); "
+        "UPDATE reviewapp_traceline SET raw = raw WHERE id = (SELECT min(id) FROM reviewapp_traceline)",
+        [str(request.pk)],
+    )
+
+    call_command("erase", approve=request.pk, token=bobs)
+    out = capsys.readouterr().out
+    assert "reviewapp_traceline.raw" in out and "kept upload rewritten" in out
+
+    for form in FORMS:
+        assert stored_anywhere(form) == []
+        assert kept_files_holding(form) == []
+    assert "reviewapp_traceline.raw" in stored_anywhere(request.token)
+    assert len(kept_files_holding(request.token)) == 2
+    assert Ticket.objects.count() == tickets
+    request.refresh_from_db()
+    assert request.state == "done" and bytes(request.value_encrypted) == b""
+    assert request.report["tables"][
+        [t[:2] for t in request.report["tables"]].index(["reviewapp_traceline", "raw"])
+    ][:2] == ["reviewapp_traceline", "raw"]
+    done = AuditEvent.objects.get(verb="erasure.done")
+    assert done.data["requested_by"] == "alice" and done.data["approved_by"] == "bob"
+    assert done.data["token"] == request.token and done.data["rows"] > 0
+    assert set(
+        AuditEvent.objects.filter(verb__startswith="erasure.").values_list("verb", flat=True)
+    ) == {
+        "erasure.requested",
+        "erasure.approved",
+        "erasure.done",
+    }
+    assert audit_verify().intact
+    # Done: the request no longer opens the door.
+    app_update_refused(
+        "SELECT set_config('crosscheck.erasure', %s, true); "
+        "UPDATE reviewapp_traceline SET raw = raw WHERE id = (SELECT min(id) FROM reviewapp_traceline)",
+        [str(request.pk)],
+    )
+    # Running it again changes nothing.
+    call_command("erase", list=True)
+    assert f"#{request.pk} done {request.token}" in capsys.readouterr().out
+
+
+@pytest.mark.usefixtures("every_table_has_a_row")
+def test_without_an_approved_erasure_every_update_of_an_append_only_table_is_refused():
+    line = TraceLine.objects.first()
+    app_update_refused("UPDATE reviewapp_traceline SET raw = raw WHERE id = %s", [line.pk])
+    app_update_refused(
+        "SELECT set_config('crosscheck.erasure', '999999', true); "
+        "UPDATE reviewapp_traceline SET reason = 'x' WHERE id = %s",
+        [line.pk],
+    )
+    app_update_refused("UPDATE reviewapp_ticketcomment SET text = 'x'", [])
+
+
+def test_the_database_holds_four_eyes_on_an_erasure_request(alice, bob):
+    request = erasure_request("someone@example.com", user=alice, reason="asked")
+    with pytest.raises(ErasureError, match="second person"):
+        erasure_decide(request.pk, user=alice, approve=True)
+    # Even written by hand, the database refuses the requester's own approval...
+    with pytest.raises(DatabaseError, match="erasure_four_eyes"), transaction.atomic():
+        ErasureRequest.objects.filter(pk=request.pk).update(
+            state="approved", decided_by=alice, decided_at=request.requested_at
+        )
+    # ...a request made approved from the start, a decision changed, and a deletion.
+    with pytest.raises(DatabaseError, match="starts as requested"), transaction.atomic():
+        ErasureRequest.objects.create(
+            requested_by=alice,
+            requested_at=request.requested_at,
+            reason="r",
+            token="t",
+            state="approved",
+            decided_by=bob,
+            decided_at=request.requested_at,
+        )
+    erasure_decide(request.pk, user=bob, approve=False)
+    with pytest.raises(DatabaseError, match="this change is refused"), transaction.atomic():
+        ErasureRequest.objects.filter(pk=request.pk).update(state="approved")
+    with pytest.raises(DatabaseError, match="append-only|permission denied"), transaction.atomic():
+        ErasureRequest.objects.filter(pk=request.pk).delete()
+
+
+def test_only_admins_may_erase(django_user_model):
+    approver = make_user(django_user_model, "abel", APPROVER)
+    with pytest.raises(CommandError, match="may not do this"):
+        call_command("erase", value=VALUE, reason="r", token=token_for(approver))
+    with pytest.raises(CommandError, match="reason must not hold the value"):
+        call_command(
+            "erase",
+            value=VALUE,
+            reason=f"for {VALUE}",
+            token=token_for(make_user(django_user_model, "ada", ADMIN)),
+        )
