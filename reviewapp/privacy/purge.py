@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from django.apps import apps
 from django.core.files import File
@@ -32,6 +32,8 @@ TEXT_TYPES = ("text", "character varying", "json", "jsonb", "bytea")
 RANGE = 20_000
 UPLOADS = "uploads"  # ingest/kept.py's storage (a layer above: named, not imported)
 GZIP_MAGIC = b"\x1f\x8b"
+# Redaction at ingest's protected copies, found by name: there may be none.
+PROTECTED_MODEL = "ProtectedValue"
 
 
 def spellings(value: str) -> list[str]:
@@ -160,7 +162,7 @@ def protected_values_delete(value: str) -> int:
     the ProtectedValue model of redaction at ingest: rows named by their `token`). 0 when
     there is no such model."""
     try:
-        model = apps.get_model("reviewapp", "ProtectedValue")
+        model = apps.get_model("reviewapp", PROTECTED_MODEL)
     except LookupError:
         return 0
     tokens = sorted({token_of(value, rule) for rule in CANONICAL})
@@ -198,7 +200,7 @@ def _stored_names(storage: Any, folder: str) -> Iterator[str]:
 def _lines(file: IO[bytes]) -> Iterator[bytes]:
     head = file.read(2)
     file.seek(0)
-    stream: IO[bytes] = gzip.GzipFile(fileobj=file) if head == GZIP_MAGIC else file
+    stream = cast(IO[bytes], gzip.GzipFile(fileobj=file)) if head == GZIP_MAGIC else file
     yield from stream
 
 
@@ -211,7 +213,7 @@ def _rewrite(storage: Any, name: str, forms: list[bytes], token: bytes) -> None:
         with storage.open(name, "rb") as file:
             zipped = file.read(2) == GZIP_MAGIC
             file.seek(0)
-            target: IO[bytes] = gzip.GzipFile(fileobj=out, mode="wb") if zipped else out
+            target = cast(IO[bytes], gzip.GzipFile(fileobj=out, mode="wb")) if zipped else out
             for line in _lines(file):
                 for form in forms:
                     line = line.replace(form, token)
