@@ -11,6 +11,7 @@ from reviewapp.views import (
     openapi,
     otlp,
     policy,
+    privacy,
     replay,
     replay_fixtures,
     reports,
@@ -65,6 +66,10 @@ urlpatterns = [
     path("shadow/export.json", shadow.shadow_export_json, name="shadow-export-json"),
     path("gate/", gate.gate_page, name="gate"),
     path("gate/mode/", gate.gate_mode_view, name="gate-mode"),
+    # Erasure (admins only)
+    path("privacy/erasure/", privacy.erasure_page, name="erasure"),
+    path("privacy/erasure/request/", privacy.erasure_request_view, name="erasure-request"),
+    path("privacy/erasure/<int:pk>/decide/", privacy.erasure_decide_view, name="erasure-decide"),
     # Tickets
     path("tickets/", review.ticket_queue, name="ticket-queue"),
     path("tickets/bulk/", review_bulk.ticket_bulk, name="ticket-bulk"),

@@ -59,22 +59,30 @@ def append_only(*, erasable: bool = True) -> list[pgtrigger.Trigger]:
 
 
 # The one exception to append-only: while an approved ErasureRequest runs, its transaction
-# names it (SET LOCAL crosscheck.erasure = its id, privacy/erasure.py). The app's role may
-# set the setting, but cannot make a request approved without naming a second person
-# (erasure_guard), and a done request no longer opens the door. What the app's role may
-# then change is still bounded by its privileges: UPDATE of the columns that can hold a
-# value (infra/roles.py), no DELETE.
+# names it (SET LOCAL crosscheck.erasure = its id, privacy/erasure.py), and each row it
+# changes then holds the request's token (as text, or as hex in a bytea's text form): an
+# erasure writes the token where the value was, and nothing else gets through. The app's
+# role may set the setting, but cannot make a request approved without naming a second
+# person (erasure_guard), and a done request no longer opens the door. What the app's role
+# may change is bounded by its privileges too: UPDATE of the columns that can hold a value
+# (infra/roles.py), no DELETE (the door lets one through for a table that grants it: the
+# protected copies of the value).
 ERASURE_SETTING = "crosscheck.erasure"
 ERASING = (
     "EXISTS (SELECT 1 FROM reviewapp_erasurerequest e WHERE e.state = 'approved' "
-    f"AND e.id::text = current_setting('{ERASURE_SETTING}', true))"
+    f"AND e.id::text = current_setting('{ERASURE_SETTING}', true) AND (TG_OP = 'DELETE' "
+    "OR position(e.token in NEW::text) > 0 "
+    "OR position(encode(convert_to(e.token, 'UTF8'), 'hex') in NEW::text) > 0))"
 )
 
 
 def erasure_door(refusal: str) -> str:
-    """A row trigger's body: the row goes through while an approved erasure runs, else
-    `refusal`."""
-    return f"IF {ERASING} THEN RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END; END IF; {refusal}"
+    """A row trigger's body: the row goes through when an approved erasure is running and
+    writes its token, else `refusal`."""
+    return (
+        f"IF {ERASING} THEN IF TG_OP = 'DELETE' THEN RETURN OLD; END IF; RETURN NEW; END IF; "
+        f"{refusal}"
+    )
 
 
 def erasure_guard() -> list[pgtrigger.Trigger]:

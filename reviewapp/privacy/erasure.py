@@ -112,6 +112,7 @@ def run_erasure(request_id: int) -> dict[str, Any]:
     with _erasing(request_id):
         protected = purge.protected_values_delete(value)
     files = purge.kept_files_rewrite(value, request.token)
+    audit_holding = purge.audit_events_holding(value)
     cache.clear()
     report = {
         "tables": tables,
@@ -119,6 +120,7 @@ def run_erasure(request_id: int) -> dict[str, Any]:
         "protected_values_deleted": protected,
         "files": files,
         "cache_cleared": True,
+        "audit_events_holding": audit_holding,
     }
     with transaction.atomic():
         ErasureRequest.objects.filter(pk=request.pk, state=State.APPROVED).update(
@@ -135,5 +137,6 @@ def run_erasure(request_id: int) -> dict[str, Any]:
             columns=len(tables),
             protected_values_deleted=protected,
             files=len(files),
+            audit_events_holding=audit_holding,
         )
     return report

@@ -174,6 +174,20 @@ def protected_values_delete(value: str) -> int:
         return cursor.rowcount
 
 
+def audit_events_holding(value: str) -> list[int]:
+    """The positions of audit events that hold the value: never rewritten (the chain would
+    break), said in the report. No event copies a trace's values; people's own words can
+    (a ticket's cause, a proposal's rationale or change, a decision's reason)."""
+    escaped = json.dumps(value, ensure_ascii=False)[1:-1]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT position FROM reviewapp_auditevent WHERE position(%s in target) > 0 "
+            "OR position(%s in data::text) > 0 ORDER BY position",
+            [value, escaped],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
 def kept_files_rewrite(value: str, token: str) -> list[str]:
     """Rewrite every kept body in the uploads storage that holds the value (plain or gzip),
     with its token instead, under the same name; returns their names."""

@@ -14,6 +14,7 @@ from django.urls import URLPattern, get_resolver, reverse
 from reviewapp.accounts.roles import (
     APPROVE_RULE,
     CLOSE_MONTH,
+    ERASE_VALUES,
     INGEST,
     PROPOSE_RULE,
     ROLE_PERMISSIONS,
@@ -78,6 +79,9 @@ RULES: dict[str, tuple[object, object]] = {
     "shadow-export-json": (READ, METHOD),
     "gate": (READ, METHOD),
     "gate-mode": (METHOD, APPROVE_RULE),
+    "erasure": (ERASE_VALUES, METHOD),
+    "erasure-request": (METHOD, ERASE_VALUES),
+    "erasure-decide": (METHOD, ERASE_VALUES),
     "tallies": (READ, METHOD),
     "tallies-status": (READ, METHOD),
     "tallies-csv": (READ, METHOD),

@@ -70,6 +70,12 @@ class Command(BaseCommand):
         for name in report["files"]:
             self.stdout.write(f"  kept upload rewritten: {name}")
         self.stdout.write("  cache cleared")
+        if report["audit_events_holding"]:
+            positions = ", ".join(map(str, report["audit_events_holding"]))
+            self.stderr.write(
+                f"  the audit trail holds the value in events {positions}: people's own words, "
+                "never rewritten (the hash chain would break)"
+            )
 
     def _list(self) -> None:
         for request in ErasureRequest.objects.select_related("requested_by", "decided_by"):
