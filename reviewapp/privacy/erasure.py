@@ -123,9 +123,11 @@ def run_erasure(request_id: int) -> dict[str, Any]:
         "audit_events_holding": audit_holding,
     }
     with transaction.atomic():
-        ErasureRequest.objects.filter(pk=request.pk, state=State.APPROVED).update(
+        finished = ErasureRequest.objects.filter(pk=request.pk, state=State.APPROVED).update(
             state=State.DONE, finished_at=timezone.now(), value_encrypted=b"", report=report
         )
+        if not finished:  # another worker ran it to the end meanwhile (a task sent twice)
+            return ErasureRequest.objects.get(pk=request.pk).report
         audit_record(
             actor=request.decided_by,
             verb="erasure.done",

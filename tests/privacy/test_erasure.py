@@ -173,7 +173,9 @@ def test_an_approved_erasure_leaves_the_value_nowhere_and_the_audit_names_both(
         "UPDATE reviewapp_traceline SET raw = raw WHERE id = (SELECT min(id) FROM reviewapp_traceline)",
         [str(request.pk)],
     )
-    # Running it again changes nothing.
+    # Running it again changes nothing, and records nothing.
+    call_command("erase", run=request.pk, token=bobs)
+    assert AuditEvent.objects.filter(verb="erasure.done").count() == 1
     call_command("erase", list=True)
     assert f"#{request.pk} done {request.token}" in capsys.readouterr().out
 
@@ -253,6 +255,9 @@ def test_the_erasure_page_is_four_eyes_and_admins_only(
         client.post(reverse("erasure-decide", args=[request.pk]), {"decision": "approve"})
     request.refresh_from_db()
     assert request.state == "approved" and request.decided_by == bob
+    run_erasure(request.pk)  # what the worker does
+    page = client.get(reverse("erasure")).content.decode()
+    assert "cache cleared" in page and "done" in page and VALUE not in page
 
 
 @pytest.mark.usefixtures("every_table_has_a_row")

@@ -3,6 +3,7 @@
     erase --value V --reason TEXT --token ALICES   request it (prints its id and token)
     erase --approve ID --token BOBS                approve another's request, and run it
     erase --refuse ID --token BOBS                 refuse it
+    erase --run ID --token ANY_ADMINS              run an approved one again (interrupted)
     erase --list                                   the requests, and what each touched
 
 Who acts is whoever holds the API token given (management/identity.py): a name alone
@@ -29,6 +30,9 @@ class Command(BaseCommand):
         action.add_argument("--value", help="the value to erase (a request)")
         action.add_argument("--approve", type=int, metavar="ID", help="approve and run it")
         action.add_argument("--refuse", type=int, metavar="ID")
+        action.add_argument(
+            "--run", type=int, metavar="ID", help="run an approved erasure again (interrupted)"
+        )
         action.add_argument("--list", action="store_true")
         parser.add_argument("--reason", default="", help="why (required with --value)")
         parser.add_argument(
@@ -48,6 +52,9 @@ class Command(BaseCommand):
                         "another admin must approve it (erase --approve "
                         f"{request.pk})"
                     )
+                elif options["run"] is not None:
+                    token_holder(options["token"], ERASE_VALUES)
+                    self._report(options["run"], run_erasure(options["run"]))
                 else:
                     user = token_holder(options["token"], ERASE_VALUES)
                     approve = options["approve"] is not None
