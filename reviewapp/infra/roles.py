@@ -6,7 +6,9 @@ app's role (DATABASE_URL's user) what the app needs and no more (app_role_grant)
 
 - SELECT and INSERT on what is append-only (lines, records, judgements, verdicts, findings,
   versions, candidates, settlements, comments, the audit trail): no UPDATE, DELETE or
-  TRUNCATE, whatever the triggers say;
+  TRUNCATE, whatever the triggers say; but UPDATE of a line's raw bytes and tombstone
+  columns and of a record's data (TOMBSTONED), which retention needs and the append-only
+  trigger restricts to the tombstone;
 - SELECT, INSERT and UPDATE where rows legitimately change (batches, runs, tickets,
   proposals, tokens...); DELETE only where rows are meant to go (the queue's count deltas
   folded every minute, a proposal's motivating tickets, the tallies' reporting copy, and
@@ -68,6 +70,14 @@ NARROWER = {
     "auth_permission": "SELECT",
     "django_content_type": "SELECT",
     "reviewapp_auditchain": "SELECT",
+}
+
+# Append-only tables of which retention (privacy/retention.py) may turn rows into
+# tombstones: UPDATE of these columns alone, and the append-only trigger lets through only
+# that change (models/guards.py: TRACE_LINE_TOMBSTONE, TRACE_RECORD_TOMBSTONE).
+TOMBSTONED = {
+    "reviewapp_traceline": "SELECT, INSERT, UPDATE (raw, expired_at, raw_sha256, raw_size)",
+    "reviewapp_tracerecord": "SELECT, INSERT, UPDATE (data)",
 }
 
 # The owner's functions the app's role may call.
@@ -138,6 +148,8 @@ def table_privileges(models: Iterable[Any]) -> dict[str, str]:
         table = meta.db_table
         if table in NARROWER:
             privileges[table] = NARROWER[table]
+        elif table in TOMBSTONED and "append_only" in triggers:
+            privileges[table] = TOMBSTONED[table]
         elif "append_only" in triggers:
             privileges[table] = "SELECT, INSERT"
         elif meta.app_label == "reviewapp" and table not in DELETABLE:
