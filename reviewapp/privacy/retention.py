@@ -18,7 +18,6 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -169,11 +168,3 @@ def _lines_expire(line_ids: list[int], days: int, now: datetime, done: Expired) 
     done.lines += len(expired)
     done.bytes += sum(size for _, size in expired)
     done.by_window[days] += len(expired)
-
-
-def expired_note(run: Any) -> str:
-    """What a page says of a run whose raw data expired ('' for one that holds it)."""
-    if run is None or run.raw_expired_at is None:
-        return ""
-    window = f" (retention {run.retention_days} days)" if run.retention_days else ""
-    return f"raw data expired on {run.raw_expired_at:%Y-%m-%d}{window}"
