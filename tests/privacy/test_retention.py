@@ -240,3 +240,17 @@ def test_a_source_window_expires_only_that_sources_lines(delivered):
         "refund-service"
     }
     assert Run.objects.get(run_id="old-run").raw_expired_at is not None
+
+
+@override_settings(TRACE_RETENTION_DAYS=30)
+def test_beats_task_expires_what_is_due(delivered):
+    from reviewapp.tasks import expire_raw_payloads_task
+
+    external = TraceRecord.objects.filter(data__isnull=False).count()
+    assert external == 5  # the OTLP export's converted records
+    done = expire_raw_payloads_task()
+    expired = Run.objects.filter(raw_expired_at__isnull=False)
+    assert done == {"lines": 7, "records": external, "runs": expired.count()}
+    assert not TraceRecord.objects.filter(data__isnull=False).exists()
+    assert {"old-run", "old-seq"} <= set(expired.values_list("run_id", flat=True))
+    assert not expired.filter(run_id="new-run").exists()
