@@ -191,6 +191,10 @@ def test_an_expired_run_is_not_judged_again_and_its_pages_say_its_raw_data_expir
         assert expected in " ".join(page.content.decode().split()), url
     page = client.get(reverse("ticket-detail", args=[ticket.pk])).content.decode()
     assert "Their values went with the run" in page
+    # The handoff package and the batch's page read what is left, and do not fail.
+    assert client.get(reverse("ticket-handoff", args=[ticket.pk])).status_code == 200
+    batch = IngestBatch.objects.get(file_name__endswith="old.jsonl")
+    assert client.get(reverse("batch-detail", args=[batch.public_id])).status_code == 200
     recent = Ticket.objects.filter(run__run_id="new-run").first()
     assert (
         "Raw data expired"
