@@ -258,3 +258,14 @@ def test_beats_task_expires_what_is_due(delivered):
     assert not TraceRecord.objects.filter(data__isnull=False).exists()
     assert {"old-run", "old-seq"} <= set(expired.values_list("run_id", flat=True))
     assert not expired.filter(run_id="new-run").exists()
+
+
+def test_lines_expire_a_chunk_at_a_time_with_the_same_result(delivered):
+    done = expire_raw_payloads(windows=Windows(default=30), chunk=2)
+    assert (done.lines, done.records) == (7, 5)
+    assert not TraceLine.objects.filter(
+        batch__file_name__endswith="old.jsonl", expired_at__isnull=True
+    ).exists()
+    # Every line of the old batch gone: it is not read again; the recent one is untouched.
+    assert IngestBatch.objects.get(file_name__endswith="old.jsonl").raw_expired_at is not None
+    assert IngestBatch.objects.get(file_name__endswith="new.jsonl").raw_expired_at is None
