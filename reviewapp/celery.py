@@ -27,6 +27,7 @@ class Tasks:
     RECONCILE = "reviewapp.tasks.reconcile_task"
     FOLD_KEPT_COUNTS = "reviewapp.tasks.fold_kept_counts_task"
     CLOSE_TALLY_MONTHS = "reviewapp.tasks.close_tally_months_task"
+    EXPIRE_RAW_PAYLOADS = "reviewapp.tasks.expire_raw_payloads_task"
 
 
 app = Celery("reviewapp")
@@ -37,10 +38,13 @@ app.autodiscover_tasks()
 def beat_schedule(reconcile_seconds: float) -> dict[str, dict[str, object]]:
     """What beat sends (settings.CELERY_BEAT_SCHEDULE): the one reconciler of durable work
     (reviewapp.durable), which shows too that a worker takes tasks, every
-    `reconcile_seconds`; two periodic chores of the queue and the tallies."""
+    `reconcile_seconds`; periodic chores of the queue, the tallies and retention."""
     return {
         "reconcile": {"task": Tasks.RECONCILE, "schedule": float(reconcile_seconds)},
         "fold-kept-counts": {"task": Tasks.FOLD_KEPT_COUNTS, "schedule": 60.0},
         # Brings the tallies up to date and closes the months that are due (reviewapp/reports).
         "close-tally-months": {"task": Tasks.CLOSE_TALLY_MONTHS, "schedule": 300.0},
+        # Raw payloads past their retention window become tombstones (reviewapp/privacy):
+        # hourly, so a window is kept to within an hour; nothing to do costs one query.
+        "expire-raw-payloads": {"task": Tasks.EXPIRE_RAW_PAYLOADS, "schedule": 3600.0},
     }

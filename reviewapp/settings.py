@@ -4,6 +4,7 @@ generated secret key kept in var/)."""
 
 import base64
 import hashlib
+import json
 import os
 import secrets
 import time
@@ -338,6 +339,32 @@ REPLAY_REQUEUE_SECONDS = env_int("REPLAY_REQUEUE_SECONDS", 20)
 # A snapshot of the open tickets is reused for impact while the desk is unchanged, this long.
 REPLAY_SNAPSHOT_SECONDS = env_int("REPLAY_SNAPSHOT_SECONDS", 600)
 REPLAY_FIXTURE_MAX_RUNS = env_int("REPLAY_FIXTURE_MAX_RUNS", 200_000)
+
+
+def env_days_by_source(name: str) -> dict[str, int]:
+    """A JSON object of source -> days (retention windows per source)."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return {}
+    try:
+        parsed = json.loads(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be a JSON object, got {raw!r}") from exc
+    if not isinstance(parsed, dict) or not all(
+        isinstance(days, int) and not isinstance(days, bool) and days >= 0
+        for days in parsed.values()
+    ):
+        raise ImproperlyConfigured(f"{name} must map each source to a number of days")
+    return {str(source): days for source, days in parsed.items()}
+
+
+# Retention of raw trace payloads (privacy/retention.py, docs/security.md): days after a
+# line's arrival before its bytes become a tombstone; 0 keeps them forever. Per source, a
+# line falls under the shortest window of the sources its records name (0 there: forever).
+TRACE_RETENTION_DAYS = env_int("TRACE_RETENTION_DAYS", 0)
+TRACE_RETENTION_DAYS_BY_SOURCE = env_days_by_source("TRACE_RETENTION_DAYS_BY_SOURCE")
+# Lines expired per statement (and per transaction): bounded work on tables of millions.
+TRACE_RETENTION_CHUNK = env_int("TRACE_RETENTION_CHUNK", 5000)
 # The fixtures of the source articles (NAME.jsonl, NAME.policy.json, NAME.expected.jsonl),
 # offered on the fixture sets page when the folder exists.
 REPLAY_SHARED_FIXTURES_DIR = Path(

@@ -120,3 +120,13 @@ def close_tally_months_task() -> list[str]:
     from reviewapp.reports.months import close_due_months
 
     return [month_key(month) for month in close_due_months()]
+
+
+@app.task(name=Tasks.EXPIRE_RAW_PAYLOADS)
+def expire_raw_payloads_task() -> dict[str, int]:
+    """Periodic (beat, hourly): raw payloads past TRACE_RETENTION_DAYS become tombstones
+    (see reviewapp.privacy.retention)."""
+    from reviewapp.privacy.retention import expire_raw_payloads
+
+    done = expire_raw_payloads()
+    return {"lines": done.lines, "records": done.records, "runs": done.runs}

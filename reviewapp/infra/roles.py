@@ -6,9 +6,10 @@ app's role (DATABASE_URL's user) what the app needs and no more (app_role_grant)
 
 - SELECT and INSERT on what is append-only (lines, records, judgements, verdicts, findings,
   versions, candidates, settlements, comments, the audit trail): no DELETE or TRUNCATE,
-  whatever the triggers say, and UPDATE only of the columns that can hold a value, which
-  the triggers refuse outside an approved erasure (erasable_columns_update; none on the
-  audit trail);
+  whatever the triggers say, and UPDATE only of the columns the append-only trigger may
+  let change: those that can hold a value, for an approved erasure (erasable_columns; none
+  on the audit trail), and a line's raw bytes and tombstone columns and a record's data,
+  for retention's tombstone (TOMBSTONED);
 - SELECT, INSERT and UPDATE where rows legitimately change (batches, runs, tickets,
   proposals, tokens...); DELETE only where rows are meant to go (the queue's count deltas
   folded every minute, a proposal's motivating tickets, the tallies' reporting copy, and
@@ -70,6 +71,14 @@ NARROWER = {
     "auth_permission": "SELECT",
     "django_content_type": "SELECT",
     "reviewapp_auditchain": "SELECT",
+}
+
+# Append-only tables of which retention (privacy/retention.py) may turn rows into
+# tombstones: UPDATE of these columns alone, and the append-only trigger lets through only
+# that change (models/guards.py: TRACE_LINE_TOMBSTONE, TRACE_RECORD_TOMBSTONE).
+TOMBSTONED = {
+    "reviewapp_traceline": ("raw", "expired_at", "raw_sha256", "raw_size"),
+    "reviewapp_tracerecord": ("data",),
 }
 
 # The owner's functions the app's role may call.
@@ -141,7 +150,9 @@ def table_privileges(models: Iterable[Any]) -> dict[str, str]:
         if table in NARROWER:
             privileges[table] = NARROWER[table]
         elif "append_only" in triggers:
-            privileges[table] = "SELECT, INSERT" + erasable_columns_update(model)
+            columns = sorted({*erasable_columns(model), *TOMBSTONED.get(table, ())})
+            updated = f", UPDATE ({', '.join(columns)})" if columns else ""
+            privileges[table] = "SELECT, INSERT" + updated
         elif meta.app_label == "reviewapp" and table not in DELETABLE:
             privileges[table] = "SELECT, INSERT, UPDATE"
         else:
@@ -156,19 +167,18 @@ VALUE_FIELDS = {"CharField", "TextField", "SlugField", "JSONField", "BinaryField
 _ERASURE_DOOR = "crosscheck.erasure"
 
 
-def erasable_columns_update(model: Any) -> str:
-    """ ", UPDATE (columns)" on an append-only table whose guard lets an approved erasure
-    through: only the columns that can hold a value, for the erasure to replace it by its
-    token (the guard refuses any UPDATE outside one; DELETE stays ungranted)."""
+def erasable_columns(model: Any) -> list[str]:
+    """The columns of an append-only table whose guard lets an approved erasure through
+    that can hold a value, for the erasure to replace it by its token (the guard refuses
+    any UPDATE outside one; DELETE stays ungranted)."""
     guard = next(t for t in model._meta.triggers if t.name == "append_only")
     if _ERASURE_DOOR not in guard.func:
-        return ""
-    columns = sorted(
+        return []
+    return [
         field.column
         for field in model._meta.concrete_fields
         if field.get_internal_type() in VALUE_FIELDS
-    )
-    return f", UPDATE ({', '.join(columns)})" if columns else ""
+    ]
 
 
 def app_role_grant(using: str, models: Iterable[Any]) -> bool:

@@ -120,9 +120,12 @@ def prepare_chunk(
     return lines
 
 
-def _same_bytes(held: bytes, arrived: bytes) -> bool:
+def _same_bytes(held: bytes | str, arrived: bytes) -> bool:
     """Whether two lines are the same record's bytes (a line ending's carriage return and
-    a file's byte order mark are not the record's)."""
+    a file's byte order mark are not the record's). `held` as a str is the SHA-256 of an
+    expired line's bytes (its tombstone, privacy/retention.py): the very bytes match it."""
+    if isinstance(held, str):
+        return hashlib.sha256(arrived).hexdigest() == held
     return line_payload(held, first=True) == line_payload(arrived, first=True)
 
 
@@ -266,12 +269,17 @@ def _settle_positions(
             _refuse_position(batch.pk, line)
 
 
-def _holding(identities: list[str]) -> dict[str, bytes]:
-    """The bytes of the stored lines of these identities, by identity."""
+def _holding(identities: list[str]) -> dict[str, bytes | str]:
+    """The bytes of the stored lines of these identities, by identity (of an expired line,
+    the SHA-256 of its bytes its tombstone keeps)."""
     if not identities:
         return {}
-    stored = TraceLine.objects.filter(identity__in=identities).values_list("identity", "raw")
-    return {identity.hex: bytes(raw) for identity, raw in stored}
+    stored = TraceLine.objects.filter(identity__in=identities).values_list(
+        "identity", "raw", "raw_sha256"
+    )
+    return {
+        identity.hex: bytes(raw) if sha256 is None else sha256 for identity, raw, sha256 in stored
+    }
 
 
 def count_identical_to_stored(

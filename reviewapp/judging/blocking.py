@@ -123,7 +123,10 @@ def blocked_items_sql(judgements: str, passed: Sequence[str] = ()) -> str:
     )
     # A native call's document is its line's (models.TraceRecord.document): UTF-8, a byte
     # order mark it may open with left out, as ingest read it.
-    document = "COALESCE(c.data, ltrim(convert_from(l.raw, 'UTF8'), chr(65279))::jsonb)"
+    # An expired line (privacy/retention.py) is empty bytes: NULL, not a JSON error.
+    document = (
+        "COALESCE(c.data, ltrim(convert_from(NULLIF(l.raw, ''::bytea), 'UTF8'), chr(65279))::jsonb)"
+    )
     tool = (
         f"(SELECT ({document} ->> 'tool') FROM {records} c "
         f"JOIN {TraceLine._meta.db_table} l ON l.id = c.line_id WHERE c.run_id = j.run_pk "

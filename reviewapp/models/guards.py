@@ -2,7 +2,8 @@
 
 - append_only(): what was recorded (lines, records, judgements, verdicts, findings, policy
   versions, comments, the audit trail, settlement labels) is never updated, deleted or
-  truncated;
+  truncated; a line's raw bytes alone may become a tombstone once (TRACE_LINE_TOMBSTONE,
+  retention), and its converted records' data NULL (TRACE_RECORD_TOMBSTONE);
 - proposal_guard(): a decided proposal keeps its decision, and is published once; nothing
   is deleted;
 - published_with_approval(): four eyes on every policy version: it publishes at least one
@@ -37,10 +38,15 @@ from pgtrigger import compiler
 REFUSED = "USING ERRCODE = 'insufficient_privilege'"
 
 
-def append_only(*, erasable: bool = True) -> list[pgtrigger.Trigger]:
-    """`erasable`: an approved erasure may replace a value in its rows (erasure_door);
-    the audit trail is not (its events never hold a trace's values)."""
+def append_only(*, erasable: bool = True, allowed_update: str = "") -> list[pgtrigger.Trigger]:
+    """UPDATE, DELETE and TRUNCATE refused, but for two audited exceptions: `erasable`, an
+    approved erasure may replace a value in its rows by its token (erasure_door; the audit
+    trail is not erasable: its events never hold a trace's values); `allowed_update`, SQL
+    over OLD and NEW, the one UPDATE of a row let through (a line's tombstone,
+    TRACE_LINE_TOMBSTONE)."""
     refusal = f"RAISE EXCEPTION 'append-only: % on % is refused', TG_OP, TG_TABLE_NAME {REFUSED};"
+    if allowed_update:
+        refusal = f"IF TG_OP = 'UPDATE' AND ({allowed_update}) THEN RETURN NEW; END IF; {refusal}"
     return [
         pgtrigger.Trigger(
             name="append_only",
@@ -127,6 +133,29 @@ OR NOT (
         AND NEW.decided_by_id = OLD.decided_by_id AND NEW.decided_at = OLD.decided_at)
 )
 """
+
+
+# Retention (privacy/retention.py): a line's raw bytes replaced by a tombstone that keeps
+# their hash and size, the one change of a line the database lets through: raw becomes
+# empty, expired_at, raw_sha256 and raw_size go from NULL to set, the hash and size are the
+# SHA-256 and length of the bytes it replaces (checked here, not trusted), and every other
+# column (whatever columns are added later) is as it was. Once, and never back.
+TOMBSTONE_COLUMNS = ("raw", "expired_at", "raw_sha256", "raw_size")
+_OTHER_COLUMNS = "(to_jsonb({row}) - " + " - ".join(f"'{c}'" for c in TOMBSTONE_COLUMNS) + ")"
+TRACE_LINE_TOMBSTONE = (
+    "OLD.expired_at IS NULL AND NEW.expired_at IS NOT NULL AND NEW.raw = ''::bytea "
+    "AND NEW.raw_sha256 IS NOT DISTINCT FROM encode(sha256(OLD.raw), 'hex') "
+    "AND NEW.raw_size IS NOT DISTINCT FROM octet_length(OLD.raw) "
+    f"AND {_OTHER_COLUMNS.format(row='NEW')} = {_OTHER_COLUMNS.format(row='OLD')}"
+)
+# A record converted from an external span holds its payload in `data`: it goes to NULL
+# once its line is a tombstone, and nothing else of the record changes.
+TRACE_RECORD_TOMBSTONE = (
+    "OLD.data IS NOT NULL AND NEW.data IS NULL "
+    "AND (to_jsonb(NEW) - 'data') = (to_jsonb(OLD) - 'data') "
+    "AND EXISTS (SELECT 1 FROM reviewapp_traceline l "
+    "WHERE l.id = OLD.line_id AND l.expired_at IS NOT NULL)"
+)
 
 
 # What an audit event's hash covers, each field as "<length>:<text>" (no separator can be

@@ -98,6 +98,8 @@ class IngestBatch(models.Model):
     # running batch whose heartbeat stops has lost its worker.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # When retention had expired every line of it (privacy/retention.py): not read again.
+    raw_expired_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         # Lines point at their batch by a hand-made check (see TraceLine.batch).
@@ -189,6 +191,10 @@ class Run(models.Model):
     current_judgement = models.ForeignKey(
         "Judgement", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
+    # When retention first expired raw data of its lines (privacy/retention.py), and the
+    # window then: such a run is never judged again (its current judgement stays).
+    raw_expired_at = models.DateTimeField(null=True, blank=True)
+    retention_days = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         # Records point at their run by a hand-made check (see TraceRecord.run).
@@ -236,9 +242,16 @@ class TraceLine(models.Model):
     format = models.CharField(max_length=20, default="native")
     # Spans it held that are not tool calls (an external format), counted, not stored apart.
     ignored = models.PositiveIntegerField(default=0)
+    # The tombstone (privacy/retention.py): when its raw bytes were replaced by nothing, and
+    # the SHA-256 (hex) and length of those bytes. NULL while it holds them.
+    expired_at = models.DateTimeField(null=True, blank=True)
+    raw_sha256 = models.CharField(max_length=64, null=True, blank=True)
+    raw_size = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
-        triggers = guards.append_only() + guards.references(("batch_id", "reviewapp_ingestbatch"))
+        triggers = guards.append_only(
+            allowed_update=guards.TRACE_LINE_TOMBSTONE
+        ) + guards.references(("batch_id", "reviewapp_ingestbatch"))
         constraints = [
             models.UniqueConstraint(fields=["identity"], name="trace_line_identity_unique")
         ]
@@ -281,9 +294,9 @@ class TraceRecord(models.Model):
     data = models.JSONField(null=True, blank=True)
 
     class Meta:
-        triggers = guards.append_only() + guards.references(
-            ("run_id", "reviewapp_run"), ("line_id", "reviewapp_traceline")
-        )
+        triggers = guards.append_only(
+            allowed_update=guards.TRACE_RECORD_TOMBSTONE
+        ) + guards.references(("run_id", "reviewapp_run"), ("line_id", "reviewapp_traceline"))
         indexes = [models.Index(fields=["run", "id"], name="trace_record_run_order")]
 
     def __str__(self) -> str:
@@ -292,7 +305,7 @@ class TraceRecord(models.Model):
     @property
     def document(self) -> dict[str, Any]:
         """The record as the engine reads it (fetch `line` with it: a native record's
-        document is its line's)."""
+        document is its line's). RecordError once its line's raw data expired."""
         return record_document(self.data, None if self.data is not None else self.line.raw)
 
 
@@ -300,10 +313,15 @@ def stored_documents(run_pks: Iterable[int]) -> Iterator[tuple[int, int, dict[st
     """(run pk, record id, document) of these runs' records, by run pk and then in
     recording order, read in bounded memory. A native line that no longer decodes (an
     engine grown stricter since) is skipped, loudly, as judging skips a record that no
-    longer parses."""
+    longer parses. A run whose raw data expired (Run.raw_expired_at) yields nothing: what
+    is left of it is no longer the run, and no one judges it again."""
     pks = sorted(set(run_pks))
     after: tuple[int, int] = (0, 0)
     with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id FROM reviewapp_run WHERE id = ANY(%s) AND raw_expired_at IS NULL", [pks]
+        )
+        pks = sorted(pk for (pk,) in cursor.fetchall())
         while True:
             # Keyset pages along the (run, id) index. The ids travel as one array
             # parameter: thousands of IN placeholders cost more to build than to run.
@@ -343,4 +361,10 @@ def record_document(data: dict[str, Any] | None, raw: bytes | memoryview | None)
     if data is not None:
         return data
     assert raw is not None, "a native record's line is read with it"
+    if not raw:
+        # A tombstone (privacy/retention.py): an accepted line is never empty.
+        raise RecordError(EXPIRED)
     return decode_line(line_payload(bytes(raw), first=True))
+
+
+EXPIRED = "raw data expired"

@@ -35,7 +35,16 @@ FLAGS = {
 }
 # What a job counts: groups, those unchanged, each flag, the open tickets it would settle,
 # runs compared, and pinned runs that had no record left to judge.
-COUNTS = ("groups", "unchanged", *FLAGS, "tickets_settled", "runs", "runs_missing")
+# runs_expired: runs whose raw data retention expired (privacy/retention.py), not judged.
+COUNTS = (
+    "groups",
+    "unchanged",
+    *FLAGS,
+    "tickets_settled",
+    "runs",
+    "runs_missing",
+    "runs_expired",
+)
 
 RESULT_COLUMNS = (
     "job_id",
@@ -112,6 +121,8 @@ class RunPair:
     # Its tickets by group, ("conflict", entity, field) or ("finding", kind) -> (ticket id,
     # kind, state).
     tickets: dict[tuple[str, str | None, str], tuple[int, str, str]] = field(default_factory=dict)
+    # Its raw data expired (privacy/retention.py): skipped, and counted apart.
+    expired: bool = False
 
 
 def canonical(value: Any) -> str:
@@ -185,6 +196,10 @@ def compare_runs(job_id: int, pairs: Iterable[RunPair]) -> Compared:
     out = Compared()
     for pair in pairs:
         out.counts["runs"] += 1
+        if pair.expired:
+            out.counts["runs_expired"] += 1
+            out.digest.update(f"{pair.run_id}\x1eexpired\n".encode())
+            continue
         if pair.prospective is None:
             out.counts["runs_missing"] += 1
             out.digest.update(f"{pair.run_id}\x1emissing\n".encode())

@@ -31,6 +31,7 @@ from reviewapp.models import (
     ReplayItem,
     ReplayJob,
     ReplayResult,
+    Run,
     Ticket,
     Verdict,
 )
@@ -97,7 +98,15 @@ def compare_item(job: ReplayJob, item: ReplayItem) -> Compared:
         .values_list("run_id", "through_record_id", "recorded_judgement_id", "run__run_id")
     )
     pins = {run_pk: through for run_pk, through, _, _ in pinned}
-    prospective = prospective_sides(job.candidate, pins)
+    # Runs whose raw data expired are not judged: what is left of them is not the run.
+    expired = set(
+        Run.objects.filter(pk__in=list(pins), raw_expired_at__isnull=False).values_list(
+            "pk", flat=True
+        )
+    )
+    prospective = prospective_sides(
+        job.candidate, {pk: through for pk, through in pins.items() if pk not in expired}
+    )
     recorded = sides_of([judgement for _, _, judgement, _ in pinned if judgement is not None])
     tickets = tickets_of(list(pins))
     pairs = (
@@ -107,6 +116,7 @@ def compare_item(job: ReplayJob, item: ReplayItem) -> Compared:
             recorded.get(judgement, Side()) if judgement is not None else Side(),
             prospective.get(run_pk),
             tickets[run_pk],
+            expired=run_pk in expired,
         )
         for run_pk, _, judgement, run_id in pinned
     )

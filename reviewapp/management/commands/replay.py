@@ -150,6 +150,10 @@ class Command(BaseCommand):
             f"{fixture_set.name}{suite}: {counts['runs']:,} runs, {counts['groups']:,} groups, "
             f"{prospective_label(job)} (replay #{job.pk})"
         )
+        if counts.get("runs_expired"):
+            self.stdout.write(
+                f"  skipped: {counts['runs_expired']:,} runs whose raw data expired (retention)"
+            )
         for _, what, number in count_rows(counts):
             self.stdout.write(f"  {what}: {number:,}")
 
