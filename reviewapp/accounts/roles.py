@@ -23,12 +23,21 @@ PROPOSE_RULE = "reviewapp.propose_rule"
 APPROVE_RULE = "reviewapp.approve_rule"
 CLOSE_MONTH = "reviewapp.close_month"
 RUN_REPLAY = "reviewapp.run_replay"
+MANAGE_REDACTION = "reviewapp.manage_redaction"
 
 ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
     VIEWER: (),
     REVIEWER: (INGEST, WORK_TICKET, PROPOSE_RULE, RUN_REPLAY),
     APPROVER: (INGEST, WORK_TICKET, PROPOSE_RULE, APPROVE_RULE, CLOSE_MONTH, RUN_REPLAY),
-    ADMIN: (INGEST, WORK_TICKET, PROPOSE_RULE, APPROVE_RULE, CLOSE_MONTH, RUN_REPLAY),
+    ADMIN: (
+        INGEST,
+        WORK_TICKET,
+        PROPOSE_RULE,
+        APPROVE_RULE,
+        CLOSE_MONTH,
+        RUN_REPLAY,
+        MANAGE_REDACTION,
+    ),
 }
 
 # The verb of the event a role given records (reviewapp_account_set writes it too).

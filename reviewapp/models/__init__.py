@@ -23,6 +23,7 @@ from reviewapp.models.policy import (
     RuleProposal,
     SettlementLabelling,
 )
+from reviewapp.models.privacy import ProtectedValue, RedactionRuleSet
 from reviewapp.models.replay import (
     FixtureRun,
     FixtureSet,
@@ -65,6 +66,8 @@ __all__ = [
     "PolicyCandidate",
     "PolicyVersion",
     "ProspectiveSettlement",
+    "ProtectedValue",
+    "RedactionRuleSet",
     "ReplayItem",
     "ReplayJob",
     "ReplayResult",
