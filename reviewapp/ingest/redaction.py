@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import msgspec
 
-from reviewapp.engine import RecordError, parse_record
+from reviewapp.engine import Record, RecordError, parse_record
 from reviewapp.ingest.formats import NATIVE, DecodedUnit
 from reviewapp.privacy.protected import ProtectedValues
 from reviewapp.privacy.raw import RawRedactor
@@ -72,7 +72,7 @@ def ingest_redaction() -> LineRedaction | None:
     return LineRedaction(rules) if rules else None
 
 
-def _parsed(document: dict) -> object:
+def _parsed(document: dict) -> Record:
     try:
         return parse_record(document)
     except RecordError as exc:

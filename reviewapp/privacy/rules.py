@@ -123,7 +123,9 @@ def parse_rules(document: Any, decision_fields: Iterable[str] | None = None) -> 
     items = document.get("rules", [])
     if not isinstance(items, list):
         raise RuleError('"rules" must be a list')
-    rules, names, taken = [], set(), {}
+    rules: list[Rule] = []
+    names: set[str] = set()
+    taken: dict[str, str] = {}
     for index, item in enumerate(items, 1):
         rule = _rule(index, item)
         if rule.name in names:
@@ -252,12 +254,13 @@ class Redactor:
         if is_token(text):
             return text
         for rule in self._patterns:
-            regex = PATTERNS[rule.pattern]
-            if rule.pattern == "card":
-                text = regex.sub(lambda m, rule=rule: self._card(m.group(), rule), text)
-            else:
-                text = regex.sub(lambda m, rule=rule: self.token(m.group(), rule), text)
+            text = PATTERNS[rule.pattern].sub(self._replacer(rule), text)
         return text
+
+    def _replacer(self, rule: Rule) -> Callable[[re.Match[str]], str]:
+        if rule.pattern == "card":
+            return lambda match: self._card(match.group(), rule)
+        return lambda match: self.token(match.group(), rule)
 
     def _card(self, found: str, rule: Rule) -> str:
         digits = found.replace(" ", "").replace("-", "")

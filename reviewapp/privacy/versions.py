@@ -71,13 +71,15 @@ _cached: tuple[int, RuleSet] = (0, RuleSet())
 
 
 def active_rules() -> RuleSet:
-    """The latest version's rules (none before the first): its number is read each call,
-    its document only when it changed."""
+    """The latest version's rules (none before the first): which version that is, is read
+    each call (one row of an index), its document only when it changed. Known by its
+    primary key, never reused, unlike a number (a test's rolled back version)."""
     global _cached
-    number = RedactionRuleSet.objects.aggregate(n=Max("number"))["n"] or 0
-    if number != _cached[0]:
-        document = RedactionRuleSet.objects.get(number=number).document if number else {}
-        _cached = (number, parse_rules(document) if number else RuleSet())
+    latest = RedactionRuleSet.objects.order_by("-number").values_list("pk", flat=True).first()
+    if latest is None:
+        return RuleSet()
+    if latest != _cached[0]:
+        _cached = (latest, parse_rules(RedactionRuleSet.objects.get(pk=latest).document))
     return _cached[1]
 
 

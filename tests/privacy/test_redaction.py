@@ -91,8 +91,7 @@ def test_ingest_with_identity_rules_on_stores_tokens_and_the_same_verdicts(tmp_p
                 for v in j.verdicts.all()
             )
             for j in Judgement.objects.select_related("run").prefetch_related("verdicts")
-            if j.run.current_judgement_id == j.pk
-            and j.run.run_id.startswith("again-") == again
+            if j.run.current_judgement_id == j.pk and j.run.run_id.startswith("again-") == again
         }
 
     again = False
@@ -126,7 +125,13 @@ def echo_run(run_id: str) -> list[str]:
     rows = []
     for call, source, status in (("c1", "x", "paid"), ("c2", "y", "refunded")):
         rows.append(
-            line(runId=run_id, type="tool_call", toolCallId=call, tool="t", arguments={"orderId": "o-1"})
+            line(
+                runId=run_id,
+                type="tool_call",
+                toolCallId=call,
+                tool="t",
+                arguments={"orderId": "o-1"},
+            )
         )
         rows.append(
             line(
@@ -160,7 +165,11 @@ def test_a_rule_that_would_change_a_verdict_is_refused_naming_run_and_field(tmp_
     )
     assert version.number == 1 and active_rules().matched_keys == {"orderId", "entity"}
     event = AuditEvent.objects.get(verb="redaction.set")
-    assert (event.actor, event.target, event.data["rules"]) == (admin_user, "redaction v1", ["orders"])
+    assert (event.actor, event.target, event.data["rules"]) == (
+        admin_user,
+        "redaction v1",
+        ["orders"],
+    )
 
 
 def test_runs_older_than_thirty_days_are_not_judged_again(tmp_path, admin_user):
@@ -210,7 +219,9 @@ def test_a_kept_raw_value_is_stored_encrypted_and_read_back(tmp_path, admin_user
     from reviewapp.privacy.protected import protected_value
 
     redaction_set(IDENTITY_RULES, user=admin_user, reason="emails")
-    ingest_lines(tmp_path, [line(runId="kept", type="run_started", subject={"mail": "Bob@Corp.io"})])
+    ingest_lines(
+        tmp_path, [line(runId="kept", type="run_started", subject={"mail": "Bob@Corp.io"})]
+    )
     row = ProtectedValue.objects.get()
     assert b"Bob@Corp.io" not in bytes(row.ciphertext) and row.rule == "emails"
     assert row.token == token_of("bob@corp.io", "casefold")
@@ -223,7 +234,9 @@ def test_a_redacted_line_delivered_again_adds_nothing(tmp_path, admin_user):
     redaction_set(IDENTITY_RULES, user=admin_user, reason="ids")
     rows = [
         line(runId="again", type="run_started", subject={"orderId": "o-9"}, seq=0),
-        line(runId="again", type="tool_call", toolCallId="c1", tool="t", arguments={"orderId": "o-9"}),
+        line(
+            runId="again", type="tool_call", toolCallId="c1", tool="t", arguments={"orderId": "o-9"}
+        ),
     ]
     first = ingest_lines(tmp_path, rows, name="one.jsonl")
     second = ingest_lines(tmp_path, rows, name="two.jsonl")
@@ -272,3 +285,27 @@ def test_the_changed_runs_comparison_names_fields():
         [parse_record(d) for d in documents], [parse_record(redacted(d)) for d in documents], policy
     )
     assert [(c.run_id, c.fields) for c in changes] == [("e", ("status",))]
+
+
+def test_an_external_export_is_redacted_in_its_records_and_in_its_stored_bytes(
+    tmp_path, admin_user
+):
+    from reviewapp.ingest.pipeline import ingest_file
+    from reviewapp.models import IngestBatch, TraceLine, TraceRecord
+    from tests.paths import OTEL
+
+    redaction_set(
+        {"rules": [{"name": "orders", "keys": ["orderId", "entity"], "canonical": "trim"}]},
+        user=admin_user,
+        reason="orders",
+    )
+    summary = ingest_file(OTEL / "openinference-tools.json", channel=IngestBatch.Channel.CLI)
+    assert summary.accepted == 1 and summary.rejected == 0
+    token = token_of("order-204", "trim")
+    documents = [record.document for record in TraceRecord.objects.order_by("id")]
+    call = next(d for d in documents if d.get("tool") == "lookup_order")
+    assert call["arguments"] == {"orderId": token}
+    assert {d.get("entity") for d in documents if d["type"] == "tool_observation"} >= {token}
+    raw = bytes(TraceLine.objects.get().raw)
+    assert b"order-204" not in raw and token.encode() in raw
+    assert b'"tool.name"' in raw  # the export's shape is kept
