@@ -30,12 +30,19 @@ class LineRedaction:
 
     def unit(self, payload: bytes, unit: DecodedUnit) -> tuple[DecodedUnit, bytes | None]:
         """The unit redacted, and the bytes to store for its line (None: as they came)."""
-        if not self.records.may_match(payload):
+        patterns = self.records.patterns_in(payload)
+        if patterns is None:
             return unit, None
-        documents = [self.records(document) for document in unit.documents]
+        redact = self.records.redact
+        if unit.format == NATIVE:
+            original = unit.documents[0]
+            document = redact(original, patterns)
+            if document is original:
+                return unit, None
+            return DecodedUnit(NATIVE, [_parsed(document)], [document]), _encoded(document)
+        documents = [redact(document, patterns) for document in unit.documents]
         if all(a is b for a, b in zip(documents, unit.documents, strict=True)):
-            stored = None if unit.format == NATIVE else self.raw.document(payload)
-            return unit, stored
+            return unit, self.raw.document(payload, patterns)
         records = [
             record if document is original else _parsed(document)
             for record, document, original in zip(
@@ -43,25 +50,26 @@ class LineRedaction:
             )
         ]
         redacted = replace(unit, records=records, documents=documents)
-        if unit.format == NATIVE:
-            return redacted, _encoded(documents[0])
-        return redacted, self.raw.document(payload)
+        return redacted, self.raw.document(payload, patterns)
 
     def rejected(self, raw: bytes) -> bytes | None:
         """A rejected line's bytes with what the patterns match taken out (its keys cannot
         be found in what does not parse)."""
-        if not self.records.rules.patterns or not self.records.may_match(raw):
+        patterns = self.records.patterns_in(raw)
+        if not patterns:
             return None
         try:
             text = raw.decode()
         except UnicodeDecodeError:
             return None
-        redacted = self.records.text(text)
+        redacted = self.records.redact(text, patterns)
         return None if redacted == text else redacted.encode()
 
     def kept(self) -> list[tuple[str, str, bytes]]:
         """(token, rule, ciphertext) of the raw values kept since asked last, each token
         once an ingest."""
+        if not self.records.kept and not self.raw.kept:
+            return []
         rows = self._protected.encrypt(self.records.take_kept())
         return rows + self._protected.encrypt(self.raw.take_kept())
 

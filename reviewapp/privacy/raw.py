@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from reviewapp.privacy.rules import Redactor, RuleSet
+from reviewapp.privacy.rules import Redactor, Rule, RuleSet
 
 _JSON_OPENERS = ("{", "[")
 
@@ -24,10 +24,10 @@ class RawRedactor(Redactor):
         self._by_key = {**{path[-1]: rule for path, rule in rules.by_path.items()}, **rules.by_key}
         self._by_path = {}
 
-    def document(self, payload: bytes) -> bytes | None:
+    def document(self, payload: bytes, patterns: tuple[Rule, ...]) -> bytes | None:
         """The line's bytes redacted (compact JSON), or None when nothing matched."""
         document = json.loads(payload)
-        redacted = self(document)
+        redacted = self.redact(document, patterns)
         if redacted is document:
             return None
         return json.dumps(redacted, ensure_ascii=False, separators=(",", ":")).encode()

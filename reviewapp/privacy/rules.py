@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
+
 from reviewapp.privacy.tokens import CANONICAL, is_token, token_of
 
 # Keys whose values the oracle reads for more than equality, or whose type it checks:
@@ -42,8 +44,13 @@ PATTERNS: dict[str, re.Pattern[str]] = {"email": _EMAIL, "card": _CARD}
 # What a line's bytes must hold for a pattern to match in it (a cheap test before parsing).
 _RAW_HINTS: dict[str, Callable[[bytes], bool]] = {
     "email": lambda raw: b"@" in raw,
-    "card": re.compile(rb"\d(?:[ -]?\d){12,18}").search,  # type: ignore[dict-item]
+    # Wider than a card (digits, spaces and dashes, 13 long or more): found without the
+    # backtracking the card's own expression does over a timestamp.
+    "card": re.compile(rb"\d[\d -]{11,}\d").search,  # type: ignore[dict-item]
 }
+
+
+MEMO_SIZE = 50_000
 
 
 class RuleError(ValueError):
@@ -186,29 +193,57 @@ class Redactor:
 
     def __init__(self, rules: RuleSet, *, secret: bytes | None = None):
         self.rules = rules
-        self._secret = secret
+        self._secret = secret if secret is not None else settings.REDACTION_SECRET.encode()
+        # Tokens of texts met lately: an id recurs in most records of its run.
+        self._memo: dict[tuple[str, str], str] = {}
         self._by_key = rules.by_key
         self._by_path = rules.by_path
-        self._patterns = rules.patterns
+        self._patterns = self._active = rules.patterns
         self.kept: list[tuple[str, str, str]] = []
         self._raw_keys = tuple(b'"' + key.encode() for key in rules.matched_keys)
-        self._raw_hints = tuple(_RAW_HINTS[rule.pattern] for rule in self._patterns)
+        self._raw_hints = tuple((_RAW_HINTS[rule.pattern], rule) for rule in self._patterns)
+
+    def patterns_in(self, raw: bytes) -> tuple[Rule, ...] | None:
+        """What may match in a line of these bytes: None when no rule can (nothing to
+        parse), else the pattern rules that can (redact() applies only those)."""
+        if not self.rules:
+            return None
+        if b"\\u" in raw:  # an escaped key name or value: only parsing tells
+            return self._patterns
+        patterns = tuple(rule for hint, rule in self._raw_hints if hint(raw))
+        if patterns:
+            return patterns
+        for key in self._raw_keys:
+            if key in raw:
+                return patterns
+        return None
 
     def may_match(self, raw: bytes) -> bool:
-        """False when no rule can match in a line of these bytes (nothing to parse)."""
-        if not self.rules:
-            return False
-        if b"\\u" in raw:  # an escaped key name or value: only parsing tells
-            return True
-        return any(key in raw for key in self._raw_keys) or any(
-            hint(raw) for hint in self._raw_hints
-        )
+        return self.patterns_in(raw) is not None
 
     def __call__(self, value: Any) -> Any:
         return self._walk(value, ())
 
+    def redact(self, value: Any, patterns: tuple[Rule, ...]) -> Any:
+        """`value` redacted by the key rules and only these pattern rules."""
+        self._active = patterns
+        try:
+            return self._walk(value, ())
+        finally:
+            self._active = self._patterns
+
     def token(self, value: Any, rule: Rule) -> str:
-        token = token_of(value, rule.canonical, secret=self._secret)
+        if type(value) is str:
+            memo = self._memo
+            token = memo.get((value, rule.canonical))
+            if token is None:
+                if len(memo) >= MEMO_SIZE:
+                    memo.clear()
+                token = memo[value, rule.canonical] = token_of(
+                    value, rule.canonical, secret=self._secret
+                )
+        else:
+            token = token_of(value, rule.canonical, secret=self._secret)
         if rule.keep_raw:
             raw = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
             self.kept.append((token, raw, rule.name))
@@ -234,7 +269,7 @@ class Redactor:
         if kind is list:
             items = [self._walk(item, path) for item in value]
             return value if all(a is b for a, b in zip(items, value, strict=True)) else items
-        if kind is str and self._patterns:
+        if kind is str and self._active:
             return self.text(value)
         return value
 
@@ -253,7 +288,7 @@ class Redactor:
         """A text with every part a pattern matches replaced by its token."""
         if is_token(text):
             return text
-        for rule in self._patterns:
+        for rule in self._active:
             text = PATTERNS[rule.pattern].sub(self._replacer(rule), text)
         return text
 
