@@ -19,6 +19,10 @@ scaled-out path: ingest.parts), on a broker of its own (the filesystem one, in a
 temporary folder). Then `ratio` is that ingest's, and `scaling` is its throughput over
 the one-worker ingest's (goal 1.7 for two workers); its stages sum every worker's seconds.
 
+With --redaction ROUNDS, the file is also ingested with three redaction rules on, against
+ingest without them, in alternating rounds (benchmarks/redaction.py): `redaction_ratio`
+(goal at most 1.2).
+
 The ingest explains itself: its seconds by stage (decode, judge, write, commit, as
 `manage.py ingest --stages` counts them; `other` is the rest of its wall time: starting
 Django, reading the file, bookkeeping), beside msgspec decoding alone of the same lines
@@ -132,6 +136,13 @@ def main() -> None:
         help="lines: manage.py ingest against COPY; otlp: /v1/traces against protobuf decoding",
     )
     parser.add_argument(
+        "--redaction",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="lines: also ingest with three redaction rules on, this many rounds (redaction_ratio)",
+    )
+    parser.add_argument(
         "--workers",
         type=int,
         default=1,
@@ -154,6 +165,19 @@ def main() -> None:
             print(f"one worker: {serial.seconds:.1f} s, {serial.summary}", flush=True)
             copy_seconds = copy_limit(bench_url, trace)
             floor_seconds = storage_floor(bench_url, Path(tmp) / "floor")
+        redaction: dict = {}
+        if args.redaction:
+            from benchmarks.redaction import redaction_figures
+
+            redaction = redaction_figures(
+                url,
+                trace,
+                Path(tmp),
+                plain=serial,
+                rounds=args.redaction,
+                bench_database=bench_database,
+                timed_ingest=timed_ingest,
+            )
         scaled = None
         if args.workers > 1:
             with bench_database(url) as bench_url:
@@ -232,7 +256,7 @@ def main() -> None:
         "goal": GOAL,
         "compass_goal": COMPASS_GOAL,
         "met": ours / limit >= GOAL,
-    }
+    } | redaction
     if scaled is not None:
         scaling = serial.seconds / scaled.seconds
         figures |= {

@@ -36,6 +36,7 @@ urlpatterns = [
     path("ingest/batches/<uuid:public_id>/retry/", ingest.batch_retry, name="batch-retry"),
     path("tokens/", ingest.token_list, name="token-list"),
     path("tokens/<int:pk>/revoke/", ingest.token_revoke, name="token-revoke"),
+    path("privacy/redaction/", privacy.redaction, name="redaction"),
     # Policy: proposals, approval, versions
     path("policy/", policy.policy_home, name="policy-home"),
     path("policy/v/<int:number>/", policy.version_detail, name="policy-version"),

@@ -33,6 +33,7 @@ from reviewapp.models import (
     PolicyCandidate,
     PolicyVersion,
     ProspectiveSettlement,
+    RedactionRuleSet,
     ReplayResult,
     RuleProposal,
     Run,
@@ -79,6 +80,7 @@ APPEND_ONLY = {
     PolicyCandidate,
     PolicyVersion,
     ProspectiveSettlement,
+    RedactionRuleSet,
     ShadowBatch,
     ReplayResult,
     TicketComment,
@@ -126,6 +128,9 @@ def every_table_has_a_row(tmp_path, reviewer, approver):
     GateMode.objects.create(action="issue_refund", mode="enforce", reason="r", chosen_by=approver)
     GateAnswer.objects.create(action="issue_refund", decision="block", mode="enforce")
     ShadowBatch.objects.create(batch=IngestBatch.objects.first())
+    RedactionRuleSet.objects.create(
+        number=1, document={"rules": []}, reason="r", created_by=approver
+    )
     MonthClosing.objects.create(
         month=date(2026, 8, 1), action="closed", figures={}, time_zone="UTC", actor=approver
     )

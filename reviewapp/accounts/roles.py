@@ -25,6 +25,7 @@ CLOSE_MONTH = "reviewapp.close_month"
 RUN_REPLAY = "reviewapp.run_replay"
 # Admins only: request, and approve another admin's request of, a value's erasure.
 ERASE_VALUES = "reviewapp.erase_values"
+MANAGE_REDACTION = "reviewapp.manage_redaction"
 
 ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
     VIEWER: (),
@@ -38,6 +39,7 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         CLOSE_MONTH,
         RUN_REPLAY,
         ERASE_VALUES,
+        MANAGE_REDACTION,
     ),
 }
 

@@ -56,6 +56,8 @@ DELETABLE = {
     "reviewapp_tallyentry",
     "reviewapp_tallyrun",
     "reviewapp_tallystate",
+    # A protected raw value goes when the person it belongs to is erased.
+    "reviewapp_protectedvalue",
 }
 
 # Tables the app's role gets less on than their kind would: Django's own (accounts and

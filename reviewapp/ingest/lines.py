@@ -18,7 +18,7 @@ re-delivery: such lines are stored once, like any duplicate, and counted apart
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from reviewapp.engine import (
@@ -36,6 +36,7 @@ from reviewapp.infra.bulk import bound_cursor, insert_rows
 from reviewapp.ingest.files import RawLine
 from reviewapp.ingest.formats import NATIVE, RUN_STARTED_ORIGIN, DecodedUnit, decode_unit
 from reviewapp.ingest.occurrences import OccurrenceCounter
+from reviewapp.ingest.redaction import LineRedaction
 from reviewapp.ingest.runs import RunInfo
 from reviewapp.models import IngestBatch, TraceLine, TraceRecord
 
@@ -58,6 +59,15 @@ class Line:
     identity: str = ""
     row: tuple[Any, ...] = ()
     record_row: tuple[Any, ...] = ()
+    # Redaction (ingest.redaction): the bytes stored for the line when they are not the
+    # bytes that arrived, and (token, rule, ciphertext) of the raw values its rules keep.
+    redacted: bytes | None = None
+    protected: list[tuple[str, str, bytes]] = field(default_factory=list)
+
+    @property
+    def stored(self) -> bytes:
+        """The line's bytes as stored (its identity is the arrival's)."""
+        return self.raw_line.raw if self.redacted is None else self.redacted
 
     @property
     def seq(self) -> int | None:
@@ -66,15 +76,19 @@ class Line:
         return unit.records[0].seq if unit is not None and unit.format == NATIVE else None
 
 
-def _prepare(batch: IngestBatch, raw_line: RawLine) -> Line:
-    unit, reason = None, ""
+def _prepare(batch: IngestBatch, raw_line: RawLine, redaction: LineRedaction | None) -> Line:
+    unit, reason, redacted = None, "", None
     if raw_line.error:
         reason = raw_line.error
     else:
         try:
             unit = decode_unit(raw_line.payload)
+            if redaction is not None:
+                unit, redacted = redaction.unit(raw_line.payload, unit)
         except RecordError as exc:
-            reason = str(exc)
+            unit, reason = None, str(exc)
+    if unit is None and redaction is not None:
+        redacted = redaction.rejected(raw_line.raw)
     record_row: tuple[Any, ...] = ()
     if unit is None:
         owner, content = f"batch:{batch.pk}", raw_line.raw
@@ -89,17 +103,23 @@ def _prepare(batch: IngestBatch, raw_line: RawLine) -> Line:
         spans = unit.span_keys
         content = ("spans:" + "\x1f".join(spans)).encode() if spans else raw_line.raw
     line_hash = hashlib.sha256(content).hexdigest()
-    return Line(raw_line, unit, reason, owner, line_hash, record_row=record_row)
+    line = Line(raw_line, unit, reason, owner, line_hash, record_row=record_row, redacted=redacted)
+    if redaction is not None:
+        line.protected = redaction.kept()
+    return line
 
 
 def prepare_chunk(
-    batch: IngestBatch, raw_lines: list[RawLine], occurrences: OccurrenceCounter
+    batch: IngestBatch,
+    raw_lines: list[RawLine],
+    occurrences: OccurrenceCounter,
+    redaction: LineRedaction | None = None,
 ) -> list[Line]:
-    """Decode and hash a chunk's lines (no database): identical bytes of one owner are
-    numbered as occurrences within the whole file; a line with `seq` is known by its run
-    and position instead (what else holds that position is settled as it is stored:
-    insert_new_lines)."""
-    lines = [_prepare(batch, raw_line) for raw_line in raw_lines]
+    """Decode, redact and hash a chunk's lines (no database): identical bytes of one
+    owner are numbered as occurrences within the whole file; a line with `seq` is known by
+    its run and position instead (what else holds that position is settled as it is
+    stored: insert_new_lines)."""
+    lines = [_prepare(batch, raw_line, redaction) for raw_line in raw_lines]
     numbered = []
     for line in lines:
         seq = line.seq
@@ -262,8 +282,8 @@ def _settle_positions(
         line = lines[i]
         held = holders.get(line.identity)
         if held is None:
-            holders[line.identity] = line.raw_line.raw
-        elif _same_bytes(held, line.raw_line.raw):
+            holders[line.identity] = line.stored
+        elif _same_bytes(held, line.stored):
             line.duplicate = True
         else:
             _refuse_position(batch.pk, line)
@@ -337,7 +357,7 @@ def _line_row(batch_pk: int, line: Line) -> tuple[Any, ...]:
         batch_pk,
         line.identity,
         line.raw_line.number,
-        line.raw_line.raw,
+        line.stored,
         line.unit is not None,
         line.reason,
         line.unit.format if line.unit else "",

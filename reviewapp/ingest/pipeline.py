@@ -53,6 +53,7 @@ from reviewapp.ingest.lines import (
 )
 from reviewapp.ingest.occurrences import OccurrenceCounter
 from reviewapp.ingest.otlp_messages import kept_request_encoding, kept_request_lines
+from reviewapp.ingest.redaction import ingest_redaction
 from reviewapp.ingest.runs import ensure_runs
 from reviewapp.ingest.stages import (
     StageClock,
@@ -64,6 +65,7 @@ from reviewapp.ingest.stages import (
 from reviewapp.ingest.writer import ChunkWriter
 from reviewapp.judging.policies import ActivePolicy, active_policy
 from reviewapp.models import IngestBatch, Ticket, TraceLine
+from reviewapp.privacy.protected import protect
 
 log = logging.getLogger(__name__)
 CHUNK_LINES = 5000
@@ -252,6 +254,8 @@ def store_file(
     windows fixed by the file, that happens at the same line whoever reads it, however
     many parts share it (ingest.parts)."""
     occurrences = OccurrenceCounter()
+    # The redaction rules in force when the file starts apply to all of it.
+    redaction = ingest_redaction()
     with (
         fewer_collections(),
         kept_open(batch.stored_path) as stream,
@@ -271,7 +275,7 @@ def store_file(
             line_window = raw_line.number // CHUNK_LINES
             if line_window != window:
                 with stage("decode"):
-                    prepared = prepare_chunk(batch, chunk, occurrences)
+                    prepared = prepare_chunk(batch, chunk, occurrences, redaction)
                 done = _position(stream.tell(), meter, batch.size_bytes)
                 writer.submit(_store_and_report, batch, prepared, in_flight, done, report)
                 if line_window > window + 1:
@@ -282,7 +286,7 @@ def store_file(
             if take is None or take(raw_line):
                 chunk.append(raw_line)
         with stage("decode"):
-            prepared = prepare_chunk(batch, chunk, occurrences)
+            prepared = prepare_chunk(batch, chunk, occurrences, redaction)
         done = _position(stream.tell(), meter, batch.size_bytes)
         writer.submit(_store_and_report, batch, prepared, in_flight, done, report)
         # Column by column: every chunk's lines, accepted, and so on, summed.
@@ -366,6 +370,7 @@ def _store_chunk(batch: IngestBatch, lines: list[Line], in_flight: RunsInFlight)
         runs = ensure_runs([line.unit for line in lines if line.unit])
         drop_stored_spans(lines, runs)
         new_line_ids = insert_new_lines(batch, lines, runs)
+        protect([row for line in lines for row in line.protected])
         identical = count_identical_to_stored(batch, lines, new_line_ids)
         fresh = [
             (lines[i], line_id) for i, line_id in sorted(new_line_ids.items()) if lines[i].unit

@@ -23,7 +23,7 @@ from reviewapp.models.policy import (
     RuleProposal,
     SettlementLabelling,
 )
-from reviewapp.models.privacy import ErasureRequest
+from reviewapp.models.privacy import ErasureRequest, ProtectedValue, RedactionRuleSet
 from reviewapp.models.replay import (
     FixtureRun,
     FixtureSet,
@@ -67,6 +67,8 @@ __all__ = [
     "PolicyCandidate",
     "PolicyVersion",
     "ProspectiveSettlement",
+    "ProtectedValue",
+    "RedactionRuleSet",
     "ReplayItem",
     "ReplayJob",
     "ReplayResult",

@@ -14,7 +14,6 @@ reasons, rules, unsafe, findings) is refused, naming the runs."""
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
 import re
 import secrets
@@ -31,48 +30,18 @@ from reviewapp.ingest.formats import decode_unit
 from reviewapp.judging.policies import default_policy_document
 from reviewapp.models import FixtureRun, FixtureSet, PolicyVersion, stored_documents
 from reviewapp.policy.versions import policy_version_export
+from reviewapp.privacy.impact import changed_runs, refusal
+from reviewapp.privacy.rules import Redactor, RuleSet, refused_keys
 from reviewapp.replay.fixtures import FixtureError, canonical_line
 
 RUN_CHUNK = 2000
-# Keys whose values the oracle reads for more than equality: never redacted.
-PROTECTED_KEYS = frozenset(
-    "runId type observationId toolCallId source revisionDomain sourceRevision field value errors "
-    "fallback eventId deliveryId name tool kind ok outcome attempt disputedFields evidenceIds "
-    "safeActions".split()
-)
-
-
-class Redactor:
-    """Replaces the values of named keys, anywhere in a record, with a token: an HMAC under
-    a key made for this export and then forgotten (equal values, equal tokens; nothing to
-    reverse)."""
-
-    def __init__(self, keys: frozenset[str]):
-        self.keys = keys
-        self._secret = secrets.token_bytes(32)
-
-    def token(self, value: Any) -> str:
-        mac = hmac.new(self._secret, canonical_line(value).encode(), hashlib.sha256)
-        return f"redacted:{mac.hexdigest()[:16]}"
-
-    def __call__(self, value: Any) -> Any:
-        if not self.keys:
-            return value
-        if isinstance(value, dict):
-            return {
-                key: self.token(item) if key in self.keys else self(item)
-                for key, item in value.items()
-            }
-        if isinstance(value, list):
-            return [self(item) for item in value]
-        return value
 
 
 def redaction_keys(text: str, policy_document: dict[str, Any]) -> frozenset[str]:
-    """The keys named (commas or spaces); FixtureError for one the oracle needs."""
+    """The keys named (commas or spaces); FixtureError for one the oracle needs (the
+    check redaction rules at ingest get: privacy.rules)."""
     keys = frozenset(word for word in re.split(r"[\s,]+", text) if word)
-    decision = set(load_policy(policy_document).decision_fields)
-    refused = sorted(keys & (PROTECTED_KEYS | decision))
+    refused = refused_keys(keys, load_policy(policy_document).decision_fields)
     if refused:
         raise FixtureError(
             f"cannot redact {', '.join(refused)}: the oracle needs "
@@ -140,14 +109,16 @@ class Export:
     def write_records(self, out: IO[bytes]) -> None:
         """The records file; with redaction, each run is judged both ways on the way out,
         and FixtureError says which runs redaction would change."""
-        redactor = Redactor(self.redact)
+        # Tokens under a key made for this export and then forgotten: equal values, equal
+        # tokens, nothing to match against the stored ones or to reverse.
+        redactor = Redactor(RuleSet.of_keys(self.redact), secret=secrets.token_bytes(32))
         digest, changed = hashlib.sha256(), []
         current: int | None = None
         originals: list[Any] = []
         redacted: list[Any] = []
         for run_pk, document in record_documents(self.fixture_set):
             if run_pk != current and originals:
-                changed.extend(_changed_runs(originals, redacted, self._policy()))
+                changed.extend(changed_runs(originals, redacted, self._policy()))
                 originals, redacted = [], []
             current = run_pk
             line = (canonical_line(redactor(document)) + "\n").encode()
@@ -158,12 +129,13 @@ class Export:
                 originals.append(decode_unit(canonical_line(document).encode()).records[0])
                 redacted.append(decode_unit(line.rstrip(b"\n")).records[0])
         if originals:
-            changed.extend(_changed_runs(originals, redacted, self._policy()))
+            changed.extend(changed_runs(originals, redacted, self._policy()))
         self.sha256 = digest.hexdigest()
         if changed:
             raise FixtureError(
                 f"redacting {', '.join(sorted(self.redact))} would change the verdicts of "
-                f"{len(changed)} run(s) ({', '.join(changed[:5])}): keep what the oracle needs"
+                f"{len(changed)} run(s) ({', '.join(c.run_id for c in changed[:5])}): keep what "
+                f"the oracle needs ({refusal(changed)})"
             )
 
     def _policy(self) -> Policy:
@@ -235,18 +207,3 @@ class Export:
             )
         out.seek(0)
         return out
-
-
-def _shape(records: list[Any], policy: Policy) -> dict[str, Any]:
-    return {
-        j.run_id: (
-            [(v.field, v.action, v.kind, v.reason, v.rule, v.unsafe) for v in j.verdicts],
-            [f.kind for f in j.findings],
-        )
-        for j in judge_runs(records, policy)
-    }
-
-
-def _changed_runs(originals: list[Any], redacted: list[Any], policy: Policy) -> list[str]:
-    before, after = _shape(originals, policy), _shape(redacted, policy)
-    return [run for run, shape in before.items() if after.get(run) != shape]

@@ -1,20 +1,58 @@
-"""The erasure page (admins only, checked here on the server): the requests and what each
-touched, a form to request one, and another admin's approve or refuse. An approved
-erasure runs in a worker (privacy/erasure.py)."""
+"""The privacy pages, admins only (checked here on the server): the redaction rules (the
+versions, the rules in force, and a form for the next version: a refused set is shown back
+with the runs and fields it would change), and erasure (the requests and what each
+touched, a form to request one, and another admin's approve or refuse; an approved
+erasure runs in a worker, privacy/erasure.py)."""
 
 from __future__ import annotations
+
+import json
 
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from reviewapp.accounts.roles import ERASE_VALUES
-from reviewapp.forms.privacy import ErasureForm
+from reviewapp.accounts.roles import ERASE_VALUES, MANAGE_REDACTION
+from reviewapp.forms.privacy import ErasureForm, RedactionRulesForm
 from reviewapp.forms.review import form_errors
-from reviewapp.models import ErasureRequest
+from reviewapp.models import ErasureRequest, RedactionRuleSet
 from reviewapp.privacy.erasure import ErasureError, erasure_decide, erasure_request
+from reviewapp.privacy.rules import RuleError
+from reviewapp.privacy.versions import active_document, read_rules_text, redaction_set
+
+
+@require_http_methods(["GET", "POST"])
+@permission_required(MANAGE_REDACTION, raise_exception=True)
+def redaction(request: HttpRequest) -> HttpResponse:
+    refusal = ""
+    active = active_document()
+    form = RedactionRulesForm(
+        initial={"document": json.dumps(active, indent=2, ensure_ascii=False)}
+    )
+    if request.method == "POST":
+        form = RedactionRulesForm(request.POST)
+        if not form.is_valid():
+            refusal = form_errors(form)
+        else:
+            try:
+                version = redaction_set(
+                    read_rules_text(form.cleaned_data["document"]),
+                    user=request.user,
+                    reason=form.cleaned_data["reason"],
+                )
+            except RuleError as exc:
+                refusal = str(exc)
+            else:
+                messages.success(request, f"Redaction v{version.number} is in force.")
+                return redirect("redaction")
+    versions = RedactionRuleSet.objects.select_related("created_by")[:50]
+    return render(
+        request,
+        "privacy/redaction.html",
+        {"form": form, "refusal": refusal, "versions": versions, "active": active},
+    )
 
 
 @require_GET
