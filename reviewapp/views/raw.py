@@ -4,10 +4,12 @@ never shows raw bytes, to anyone."""
 
 from __future__ import annotations
 
+from django.contrib.auth.decorators import permission_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_POST
 
+from reviewapp.accounts.roles import SEE_RAW_DATA
 from reviewapp.models import Ticket, TraceLine
 from reviewapp.privacy.access import RawAccessRefused, raw_lines_read
 from reviewapp.review.raw import Envelope, ticket_envelopes_read
@@ -15,6 +17,7 @@ from reviewapp.views.htmx import HtmxHttpRequest
 
 
 @require_POST
+@permission_required(SEE_RAW_DATA, raise_exception=True)
 def ticket_raw(request: HtmxHttpRequest, ticket_id: int) -> HttpResponse:
     """The ticket's envelopes (the lines of its disputed observations, their calls and the
     action that followed)."""
@@ -28,6 +31,7 @@ def ticket_raw(request: HtmxHttpRequest, ticket_id: int) -> HttpResponse:
 
 
 @require_POST
+@permission_required(SEE_RAW_DATA, raise_exception=True)
 def line_raw(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """One line as it arrived (a batch's rejected line, a record's line)."""
     line = get_object_or_404(TraceLine.objects.select_related("batch"), pk=pk)
