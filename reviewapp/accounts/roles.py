@@ -12,7 +12,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
 from django.contrib.auth.models import Group, Permission
-from django.db import connection
+from django.db import connection, transaction
 
 from reviewapp.accounts.audit import current_channel
 
@@ -89,7 +89,8 @@ def account_raw_access_set(username: str, allowed: bool, *, actor: Any, reason: 
     if not reason.strip():
         raise ValueError("say why the raw data permission is given or taken")
     users = get_user_model()
-    with connection.cursor() as cursor:
+    # A savepoint: a refusal (no such account) leaves the caller's transaction usable.
+    with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
             "SELECT reviewapp_raw_access_set(%s, %s, %s, %s, %s)",
             [users.normalize_username(username), allowed, _pk(actor), current_channel(), reason],

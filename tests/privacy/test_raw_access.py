@@ -10,6 +10,7 @@ import json
 import zipfile
 
 import pytest
+from django.core.management import CommandError, call_command
 from django.urls import URLPattern, get_resolver, reverse
 
 from reviewapp.accounts.roles import RAW_ACCESS_CHANGED, account_raw_access_set
@@ -295,7 +296,7 @@ def test_a_line_is_shown_escaped_only_with_a_reason(client, world, permitted):
     assert event.data["lines"] == [
         {"line": rejected.pk, "batch": str(rejected.batch.public_id), "lineNumber": 7}
     ]
-    assert event.target == "line marked.jsonl:7"
+    assert event.target == f"line {rejected.batch.file_name}:7"
 
 
 def test_the_handoff_carries_raw_identities_only_when_asked_with_a_reason(client, world, permitted):
@@ -314,3 +315,24 @@ def test_the_handoff_carries_raw_identities_only_when_asked_with_a_reason(client
     assert event.data["reason"] == "refund dispute" and "handoff" in event.target
     # The package's own trail names the export that made it.
     assert [e["verb"] for e in package["auditTrail"]][-1] == RAW_VIEWED
+
+
+def test_the_command_line_gives_it_for_an_admin_only(reviewer, admin_user, approver):
+    admin_token = create_token(user=admin_user, name="cli")[1]
+    approver_token = create_token(user=approver, name="cli")[1]
+    with pytest.raises(CommandError, match="only an admin"):
+        call_command("raw_access", "grant", "rita", "--reason", "x", "--token", approver_token)
+    with pytest.raises(CommandError, match="no account named"):
+        call_command("raw_access", "grant", "nobody", "--reason", "x", "--token", admin_token)
+    out = io.StringIO()
+    call_command(
+        "raw_access", "grant", "rita", "--reason", "incident 42", "--token", admin_token, stdout=out
+    )
+    assert out.getvalue() == "rita may now read raw data\n"
+    [event] = AuditEvent.objects.filter(verb=RAW_ACCESS_CHANGED)
+    assert (event.actor, event.channel, event.data["reason"]) == (admin_user, "cli", "incident 42")
+    listed = io.StringIO()
+    call_command("raw_access", "list", stdout=listed)
+    assert listed.getvalue() == "rita\n"
+    call_command("raw_access", "revoke", "rita", "--reason", "done", "--token", admin_token)
+    assert not type(reviewer).objects.get(pk=reviewer.pk).has_perm("reviewapp.see_raw_data")
