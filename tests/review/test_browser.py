@@ -76,8 +76,9 @@ def test_filter_open_read_close_and_see_the_queue_change(page, live_server, desk
     # permission), and show the markup as text.
     raw_section = page.locator("#raw-envelopes")
     assert raw_section.locator("pre.raw").count() == 0
-    raw_section.locator("input[name=reason]").fill("the search index's line, as sent")
-    raw_section.locator("form.raw-reveal button[type=submit]").click()
+    reveal = raw_section.locator("form[hx-post]")
+    reveal.locator("input[name=reason]").fill("the search index's line, as sent")
+    reveal.locator("button[type=submit]").click()
     envelope = raw_section.locator("section.envelope", has_text="observation obs-search")
     raw = envelope.locator("pre.raw").inner_text()
     assert "<script>alert(1)</script>" in raw
