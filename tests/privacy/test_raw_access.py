@@ -10,9 +10,12 @@ import json
 import zipfile
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.core.management import CommandError, call_command
+from django.db import DatabaseError, connection, transaction
 from django.urls import URLPattern, get_resolver, reverse
 
+from reviewapp.accounts.audit import audit_verify
 from reviewapp.accounts.roles import RAW_ACCESS_CHANGED, account_raw_access_set
 from reviewapp.ingest.batches import create_batch
 from reviewapp.ingest.tokens import create_token
@@ -25,6 +28,7 @@ from reviewapp.replay.fixtures import freeze_ticket
 from reviewapp.replay.jobs import job_start, job_work
 from reviewapp.shadow.designations import shadow_start
 from tests.accounts.test_url_walk import url_of
+from tests.roles import owner_settings, separate
 from tests.seeding import ingest_lines, line
 
 pytestmark = pytest.mark.django_db
@@ -336,3 +340,26 @@ def test_the_command_line_gives_it_for_an_admin_only(reviewer, admin_user, appro
     assert listed.getvalue() == "rita\n"
     call_command("raw_access", "revoke", "rita", "--reason", "done", "--token", admin_token)
     assert not type(reviewer).objects.get(pk=reviewer.pk).has_perm("reviewapp.see_raw_data")
+
+
+@pytest.mark.skipif(not separate(), reason="one database role: nothing to refuse")
+def test_the_apps_role_gives_it_only_through_the_owners_function(reviewer, admin_user):
+    granted = Permission.objects.get(codename="see_raw_data", content_type__app_label="reviewapp")
+    with (
+        pytest.raises(DatabaseError, match="permission denied"),
+        transaction.atomic(),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute(
+            "INSERT INTO auth_user_user_permissions (user_id, permission_id) VALUES (%s, %s)",
+            [reviewer.pk, granted.pk],
+        )
+    account_raw_access_set(reviewer.username, True, actor=admin_user, reason="on call")
+    assert type(reviewer).objects.get(pk=reviewer.pk).has_perm("reviewapp.see_raw_data")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT prosecdef, proowner::regrole::text FROM pg_proc "
+            "WHERE proname = 'reviewapp_raw_access_set'"
+        )
+        assert cursor.fetchall() == [(True, owner_settings()["USER"])]
+    assert audit_verify().intact
