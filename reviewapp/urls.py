@@ -12,6 +12,7 @@ from reviewapp.views import (
     otlp,
     policy,
     privacy,
+    raw,
     replay,
     replay_fixtures,
     reports,
@@ -82,7 +83,10 @@ urlpatterns = [
     path("tickets/<int:ticket_id>/comment/", review.ticket_comment, name="ticket-comment"),
     path("tickets/<int:ticket_id>/close/", review.ticket_close, name="ticket-close"),
     path("tickets/<int:ticket_id>/reopen/", review.ticket_reopen, name="ticket-reopen"),
+    path("tickets/<int:ticket_id>/raw/", raw.ticket_raw, name="ticket-raw"),
     path("runs/<int:run_pk>/", review.run_detail, name="run-detail"),
+    # Raw data, read on purpose with a reason, by people with the raw data permission
+    path("raw/lines/<int:pk>/", raw.line_raw, name="line-raw"),
     # Tallies: monthly explained and unexplained discrepancies, closed months, exports
     path("tallies/", reports.tallies, name="tallies"),
     path("tallies/status/", reports.tallies_status, name="tallies-status"),

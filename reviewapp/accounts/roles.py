@@ -12,7 +12,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
 from django.contrib.auth.models import Group, Permission
-from django.db import connection
+from django.db import connection, transaction
 
 from reviewapp.accounts.audit import current_channel
 
@@ -26,6 +26,9 @@ RUN_REPLAY = "reviewapp.run_replay"
 # Admins only: request, and approve another admin's request of, a value's erasure.
 ERASE_VALUES = "reviewapp.erase_values"
 MANAGE_REDACTION = "reviewapp.manage_redaction"
+# Reading raw trace lines and envelopes: a grant beside the role, any role may get it, and
+# no role gives it (reviewapp/privacy/access.py; account_raw_access_set).
+SEE_RAW_DATA = "reviewapp.see_raw_data"
 
 ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
     VIEWER: (),
@@ -45,6 +48,8 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
 
 # The verb of the event a role given records (reviewapp_account_set writes it too).
 ROLE_CHANGED = "account.role"
+# ... and of the raw data permission given or taken (reviewapp_raw_access_set).
+RAW_ACCESS_CHANGED = "account.raw_data"
 
 
 def ensure_roles(**_kwargs) -> None:
@@ -84,3 +89,30 @@ def account_role_set(
 
 def _pk(actor: Any) -> int | None:
     return None if actor is None else actor.pk
+
+
+def account_raw_access_set(username: str, allowed: bool, *, actor: Any, reason: str) -> Any:
+    """Give `username` the raw data permission (SEE_RAW_DATA) or take it away, through
+    reviewapp_raw_access_set (migration 0038), which records an `account.raw_data` event
+    with `reason`, credited to `actor` and the current channel, whenever this changes
+    anything. Only an admin may; PermissionError otherwise."""
+    if not is_admin(actor):
+        raise PermissionError("only an admin may give or take the raw data permission")
+    if not reason.strip():
+        raise ValueError("say why the raw data permission is given or taken")
+    users = get_user_model()
+    # A savepoint: a refusal (no such account) leaves the caller's transaction usable.
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT reviewapp_raw_access_set(%s, %s, %s, %s, %s)",
+            [users.normalize_username(username), allowed, _pk(actor), current_channel(), reason],
+        )
+        (pk,) = cursor.fetchone()
+    return users.objects.get(pk=pk)
+
+
+def is_admin(user: Any) -> bool:
+    """An admin: the admin role, or Django's superuser flag."""
+    if user is None or not user.is_active:
+        return False
+    return bool(user.is_superuser or user.groups.filter(name=ADMIN).exists())

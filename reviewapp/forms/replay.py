@@ -86,3 +86,10 @@ class ExportForm(forms.Form):
         max_length=1000,
         help_text="Keys whose values are replaced by tokens, e.g. email, customerId, orderId.",
     )
+    # The records (and the bundle holding them) are the traces' own: read on purpose, with
+    # the raw data permission (replay.exports.raw_export_check).
+    reason = forms.CharField(
+        required=False,
+        max_length=500,
+        help_text="Records and bundles hold raw traces: say why you export them (recorded).",
+    )

@@ -84,7 +84,10 @@ TOMBSTONED = {
 }
 
 # The owner's functions the app's role may call.
-APP_FUNCTIONS = ("public.reviewapp_account_set(text, text, text, boolean, integer, text)",)
+APP_FUNCTIONS = (
+    "public.reviewapp_account_set(text, text, text, boolean, integer, text)",
+    "public.reviewapp_raw_access_set(text, boolean, integer, text, text)",
+)
 
 HARDENED_IGNORE = """
 CREATE OR REPLACE FUNCTION public._pgtrigger_should_ignore(trigger_name NAME)

@@ -131,6 +131,8 @@ class Ticket(models.Model):
             ("work_ticket", "Can claim, assign, comment on and close tickets"),
             ("propose_rule", "Can propose authority decisions"),
             ("approve_rule", "Can approve proposals and publish policy versions"),
+            # Given beside a role, never by one (accounts/roles.py: account_raw_access_set).
+            ("see_raw_data", "Can read raw trace lines and envelopes, each time with a reason"),
         ]
 
     def __str__(self) -> str:

@@ -30,11 +30,28 @@ from reviewapp.ingest.formats import decode_unit
 from reviewapp.judging.policies import default_policy_document
 from reviewapp.models import FixtureRun, FixtureSet, PolicyVersion, stored_documents
 from reviewapp.policy.versions import policy_version_export
+from reviewapp.privacy.access import raw_reason, raw_view_record
 from reviewapp.privacy.impact import changed_runs, refusal
 from reviewapp.privacy.rules import Redactor, RuleSet, refused_keys
 from reviewapp.replay.fixtures import FixtureError, canonical_line
 
 RUN_CHUNK = 2000
+# The parts that hold the traces' records whole.
+RAW_PARTS = frozenset({"bundle", "records"})
+
+
+def raw_export_check(user: Any, fixture_set: FixtureSet, part: str, reason: str | None) -> None:
+    """A part holding the records (RAW_PARTS) is exported only to a person with the raw
+    data permission who says why, and recorded (privacy.access.RawAccessRefused
+    otherwise). Not tokens instead: a record's keys are the source's to name, so no list
+    of keys to tokenise catches every identity, and the keys the oracle reads cannot be
+    tokenised without changing the verdicts the golden file is there to check."""
+    if part not in RAW_PARTS:
+        return
+    why = raw_reason(user, reason)
+    raw_view_record(
+        user, reason=why, what=f"fixture set #{fixture_set.pk} ({fixture_set.name}): {part} export"
+    )
 
 
 def redaction_keys(text: str, policy_document: dict[str, Any]) -> frozenset[str]:

@@ -86,9 +86,16 @@ def observations(result: ReplayResult) -> list[dict[str, Any]]:
     )
     if pin is not None:
         records = records.filter(id__lte=pin)
+    # Where each record's line is, never its bytes: those are read on purpose
+    # (views/raw.py), by a person with the raw data permission.
     return [
-        {"id": record.key, "source": record.source, "data": record.document}
-        for record in records.select_related("line").order_by("id")
+        {
+            "id": record.key,
+            "source": record.source,
+            "line": record.line_id,
+            "where": f"{record.line.batch.file_name}:{record.line.line_number}",
+        }
+        for record in records.select_related("line__batch").order_by("id")
     ]
 
 

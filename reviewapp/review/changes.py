@@ -94,6 +94,7 @@ VERB_TEXT = {
     "closed": "closed it",
     "reopened": "reopened it",
     "commented": "commented",
+    "raw.view": "read raw data",
 }
 
 

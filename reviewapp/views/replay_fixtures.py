@@ -25,8 +25,9 @@ from reviewapp.forms.replay import (
     SharedFixtureForm,
 )
 from reviewapp.models import FixtureRun, FixtureSet, PolicyVersion, ReplayJob, Ticket
+from reviewapp.privacy.access import RawAccessRefused
 from reviewapp.replay import fixtures
-from reviewapp.replay.exports import Export, redaction_keys
+from reviewapp.replay.exports import Export, raw_export_check, redaction_keys
 from reviewapp.replay.files import freeze_fixture_file, shared_fixtures
 from reviewapp.replay.fixtures import FixtureError
 from reviewapp.replay.impact import candidate_for
@@ -226,6 +227,13 @@ def fixture_export(request: HttpRequest, pk: int) -> HttpResponseBase:
         messages.error(request, "Not exported: choose the version the expected verdicts are under.")
         return redirect("replay-fixture", pk=pk)
     data = form.cleaned_data
+    try:
+        raw_export_check(request.user, fixture_set, data["part"], data["reason"])
+    except RawAccessRefused as refused:
+        if refused.forbidden:
+            return HttpResponse(f"Not exported: {refused}.", status=403, content_type="text/plain")
+        messages.error(request, f"Not exported: {refused}.")
+        return redirect("replay-fixture", pk=pk)
     try:
         export = Export(fixture_set, data["version"])
         export.redact = redaction_keys(data["redact"], export.policy)

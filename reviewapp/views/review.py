@@ -24,10 +24,12 @@ from django_htmx.http import HttpResponseClientRedirect
 from reviewapp.accounts.roles import WORK_TICKET
 from reviewapp.forms import review as review_forms
 from reviewapp.models import AuditEvent, Run, Ticket, TicketComment
-from reviewapp.review import changes, counts, errors, queue, related, runs, stamp
+from reviewapp.privacy.access import RawAccessRefused
+from reviewapp.review import changes, counts, errors, queue, raw, related, runs, stamp
 from reviewapp.review import filters as defined
-from reviewapp.review.evidence import handoff_package, ticket_evidence, with_judgement
+from reviewapp.review.evidence import ticket_evidence, with_judgement
 from reviewapp.review.filters import ASSIGNEE_ME, ASSIGNEE_NONE
+from reviewapp.review.raw import IDENTITIES_RAW, IDENTITIES_TOKENS
 from reviewapp.views import review_bulk, review_rows
 from reviewapp.views.htmx import HtmxHttpRequest
 from reviewapp.views.review_urls import queue_url as _queue_url
@@ -309,8 +311,19 @@ def run_detail(request: HttpRequest, run_pk: int) -> HttpResponse:
 
 @require_GET
 def ticket_handoff(request: HttpRequest, ticket_id: int) -> HttpResponse:
+    """The handoff package, identities as tokens; `?identities=raw&reason=...` for the
+    values themselves (the raw data permission; recorded)."""
     ticket = get_object_or_404(Ticket.objects.select_related("run"), pk=ticket_id)
-    package = handoff_package(ticket_evidence(with_judgement(ticket)))
+    identities = request.GET.get("identities", IDENTITIES_TOKENS)
+    if identities not in (IDENTITIES_TOKENS, IDENTITIES_RAW):
+        return HttpResponse("identities is tokens or raw.", status=400, content_type="text/plain")
+    try:
+        package = raw.ticket_handoff(
+            request.user, ticket, identities=identities, reason=request.GET.get("reason")
+        )
+    except RawAccessRefused as refused:
+        status = 403 if refused.forbidden else 400
+        return HttpResponse(f"Not exported: {refused}.", status=status, content_type="text/plain")
     response = HttpResponse(
         json.dumps(package, indent=2, ensure_ascii=False), content_type="application/json"
     )

@@ -20,6 +20,7 @@ from reviewapp.accounts.roles import (
     PROPOSE_RULE,
     ROLE_PERMISSIONS,
     RUN_REPLAY,
+    SEE_RAW_DATA,
     WORK_TICKET,
 )
 from reviewapp.ingest.batches import create_batch
@@ -70,6 +71,8 @@ RULES: dict[str, tuple[object, object]] = {
     "ticket-comment": (METHOD, WORK_TICKET),
     "ticket-close": (METHOD, WORK_TICKET),
     "ticket-reopen": (METHOD, WORK_TICKET),
+    "ticket-raw": (METHOD, SEE_RAW_DATA),  # no role gives it (tests/privacy)
+    "line-raw": (METHOD, SEE_RAW_DATA),
     "run-detail": (READ, METHOD),
     "shadow": (READ, METHOD),
     "shadow-runs": (READ, METHOD),

@@ -4,7 +4,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from reviewapp.models import ApiToken, IngestBatch
+from reviewapp.accounts.roles import account_raw_access_set
+from reviewapp.models import ApiToken, IngestBatch, TraceLine
 from tests.uploads import files_under
 
 pytestmark = pytest.mark.django_db
@@ -17,7 +18,7 @@ def upload(client, *files):
     return client.post(reverse("batch-list"), {"files": list(files)}, follow=True)
 
 
-def test_small_files_are_ingested_at_once_several_at_a_time(client, reviewer):
+def test_small_files_are_ingested_at_once_several_at_a_time(client, reviewer, admin_user):
     client.force_login(reviewer)
     response = upload(
         client,
@@ -34,8 +35,16 @@ def test_small_files_are_ingested_at_once_several_at_a_time(client, reviewer):
     )
     batch = IngestBatch.objects.get(file_name="b.jsonl")
     detail = client.get(reverse("batch-detail", args=[batch.public_id])).content.decode()
+    # A rejected line is not on the page: read on purpose, with the raw data permission.
+    assert "alert(1)" not in detail and "raw data permission" in detail
+    account_raw_access_set(reviewer.username, True, actor=admin_user, reason="bad lines")
+    detail = client.get(reverse("batch-detail", args=[batch.public_id])).content.decode()
+    assert "alert(1)" not in detail and 'name="reason"' in detail
+    line = TraceLine.objects.get(batch=batch)
+    shown = client.post(reverse("line-raw", args=[line.pk]), {"reason": "why rejected"})
     # Trace content is always escaped.
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in detail and "<script>alert(1)" not in detail
+    body = shown.content.decode()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body and "<script>alert(1)" not in body
 
 
 def test_an_empty_file_among_several_is_named_and_the_others_are_ingested(client, reviewer):

@@ -11,6 +11,7 @@ import pytest
 from django.urls import reverse
 from django_htmx.http import HTMX_STOP_POLLING
 
+from reviewapp.accounts.roles import account_raw_access_set
 from reviewapp.models import (
     FixtureSet,
     PolicyCandidate,
@@ -143,7 +144,7 @@ def test_summary_json_and_results_lines_are_labelled(client, viewer, finished):
     )
 
 
-def test_reviewers_freeze_replay_cancel_retry_and_export(client, reviewer, small_desk):
+def test_reviewers_freeze_replay_cancel_retry_and_export(client, reviewer, small_desk, admin_user):
     client.force_login(reviewer)
     ticket = Ticket.objects.get(run__run_id="run-2")
     page = client.get(reverse("ticket-detail", args=[ticket.pk])).content.decode()
@@ -171,14 +172,18 @@ def test_reviewers_freeze_replay_cancel_retry_and_export(client, reviewer, small
         "regression suite"
         in client.get(reverse("replay-fixture", args=[fixture_set.pk])).content.decode()
     )
-    bundle = client.get(
-        reverse("replay-fixture-export", args=[fixture_set.pk]), {"part": "bundle", "version": 0}
-    )
+    export_url = reverse("replay-fixture-export", args=[fixture_set.pk])
+    # The bundle holds the records: the raw data permission, and a reason (recorded).
+    assert client.get(export_url, {"part": "bundle", "version": 0}).status_code == 403
+    account_raw_access_set(reviewer.username, True, actor=admin_user, reason="golden files")
+    asked = client.get(export_url, {"part": "bundle", "version": 0}, follow=True)
+    assert "say why you need the raw data" in asked.content.decode()
+    bundle = client.get(export_url, {"part": "bundle", "version": 0, "reason": "a golden file"})
     names = zipfile.ZipFile(io.BytesIO(b"".join(bundle.streaming_content))).namelist()
     assert "fixture.json" in names and len(names) == 4
     refused = client.get(
-        reverse("replay-fixture-export", args=[fixture_set.pk]),
-        {"part": "records", "version": 0, "redact": "status"},
+        export_url,
+        {"part": "records", "version": 0, "redact": "status", "reason": "a golden file"},
         follow=True,
     )
     assert "cannot redact status" in refused.content.decode()

@@ -7,6 +7,7 @@ import pytest
 from axe_playwright_python.sync_playwright import Axe
 from django.core.cache import cache
 
+from reviewapp.accounts.roles import account_raw_access_set
 from reviewapp.models import AuditEvent, Ticket
 from reviewapp.review import changes
 from tests.browser import chromium, watched_page
@@ -42,7 +43,8 @@ def shown_ids(page) -> set[int]:
     return {int(re.search(r"/tickets/(\d+)/", url).group(1)) for url in urls}
 
 
-def test_filter_open_read_close_and_see_the_queue_change(page, live_server, desk):
+def test_filter_open_read_close_and_see_the_queue_change(page, live_server, desk, admin_user):
+    account_raw_access_set("rita", True, actor=admin_user, reason="reads envelopes")
     stale = desk["run-stale"]
     page.click("nav.mainnav >> text=Tickets")
     page.wait_for_selector("#queue-total >> text=4 tickets")
@@ -70,14 +72,18 @@ def test_filter_open_read_close_and_see_the_queue_change(page, live_server, desk
     assert columns.nth(1).locator(".revision-domain").inner_text() == "search"
     assert columns.nth(0).locator(".errors").inner_text() == "none"
     assert "STALE_READ" in columns.nth(1).locator(".errors").inner_text()
-    # The raw envelope is collapsed until asked for, and shows the markup as text.
-    envelope = columns.nth(1).locator("details.envelope")
-    assert not envelope.locator("pre.raw").is_visible()
-    envelope.locator("summary").click()
+    # The raw envelopes are read on purpose, with a reason (rita has the raw data
+    # permission), and show the markup as text.
+    raw_section = page.locator("#raw-envelopes")
+    assert raw_section.locator("pre.raw").count() == 0
+    reveal = raw_section.locator("form[hx-post]")
+    reveal.locator("input[name=reason]").fill("the search index's line, as sent")
+    reveal.locator("button[type=submit]").click()
+    envelope = raw_section.locator("section.envelope", has_text="observation obs-search")
     raw = envelope.locator("pre.raw").inner_text()
     assert "<script>alert(1)</script>" in raw
     envelope.locator("button.copy").click()
-    page.wait_for_selector("details.envelope >> text=Copied")
+    page.wait_for_selector("#raw-envelopes >> text=Copied")
     assert page.evaluate("navigator.clipboard.readText()") == raw
 
     page.select_option("#close-cause", "replica-lag")

@@ -9,6 +9,7 @@ import pytest
 from django.urls import reverse
 
 from reviewapp.models import AuditEvent, Ticket, TraceLine, TraceRecord
+from reviewapp.privacy.tokens import token_of
 from reviewapp.review import changes, related
 from tests.paths import SPEC as SPEC_DIR
 from tests.seeding import desk_lines, ingest_lines, review_desk_trace
@@ -190,8 +191,9 @@ def test_the_ticket_page_puts_both_observations_side_by_side(client, viewer, des
     assert re.findall(r'<dd class="completion">([^<]*)</dd>', body) == ["2 of 2", "1 of 2"]
     assert "UNSAFE" in body and "issue_store_credit" in body
     assert "The refund service is newer." in body and "0.9" in body
-    # Trace content is escaped, never markup.
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body and "<script>alert(1)" not in body
+    # The raw envelopes are not on the page: read on purpose, with a reason
+    # (tests/privacy/test_raw_access.py, which shows them escaped).
+    assert "alert(1)" not in body and "Raw data is shown only to people with" in body
     # A viewer reads, and is offered nothing to do.
     assert 'id="claim-form"' not in body and 'id="close-explained"' not in body
 
@@ -333,7 +335,10 @@ def test_the_handoff_package_has_what_a_source_team_needs(client, viewer, desk):
     assert package["callIds"] == ["call-refund", "call-search"]
     assert package["completionOrder"] == ["obs-search", "obs-refund"]
     refund, search = package["observations"]
-    assert (refund["requestedEntity"], refund["returnedEntity"]) == ("order-204", None)
+    # Identities as their stable tokens (tests/privacy/test_raw_access.py: the values).
+    assert package["identities"] == "tokens"
+    assert (refund["requestedEntity"], refund["returnedEntity"]) == (token_of("order-204"), None)
+    assert package["ticket"]["entity"] == token_of(stale.entity)
     assert (refund["revisionDomain"], refund["sourceRevision"]) == ("payments", 42)
     assert (search["revisionDomain"], search["sourceRevision"]) == ("search", 105)
     assert search["errors"] == [
@@ -345,7 +350,7 @@ def test_the_handoff_package_has_what_a_source_team_needs(client, viewer, desk):
     assert search["envelope"]["lineNumber"] == line.line_number == 5
     assert search["envelope"]["batch"] == str(line.batch.public_id)
     assert package["actionThatFollowed"]["name"] == "issue_store_credit"
-    assert package["actionThatFollowed"]["arguments"] == {"amount": 150}
+    assert package["actionThatFollowed"]["arguments"] == {"amount": token_of(150)}
     assert package["actionThatFollowed"]["envelope"]["lineNumber"] == 7
     assert package["verdict"]["evidence"] == ["obs-refund", "obs-search"]
     assert package["agentResolution"]["reasoning"] == "The refund service is newer."
