@@ -17,11 +17,11 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import IO, Any, cast
 
-from django.apps import apps
 from django.core.files import File
 from django.core.files.storage import storages
 from django.db import connection
 
+from reviewapp.models import ProtectedValue
 from reviewapp.privacy.tokens import CANONICAL, token_of
 
 # Not rewritten: the requests themselves (their token shows which value went, the value
@@ -32,8 +32,6 @@ TEXT_TYPES = ("text", "character varying", "json", "jsonb", "bytea")
 RANGE = 20_000
 UPLOADS = "uploads"  # ingest/kept.py's storage (a layer above: named, not imported)
 GZIP_MAGIC = b"\x1f\x8b"
-# Redaction at ingest's protected copies, found by name: there may be none.
-PROTECTED_MODEL = "ProtectedValue"
 
 
 def spellings(value: str) -> list[str]:
@@ -158,20 +156,11 @@ def tables_rewrite(
 
 
 def protected_values_delete(value: str) -> int:
-    """Delete the protected copies of the value, under every canonicalisation (the hook for
-    the ProtectedValue model of redaction at ingest: rows named by their `token`). 0 when
-    there is no such model."""
-    try:
-        model = apps.get_model("reviewapp", PROTECTED_MODEL)
-    except LookupError:
-        return 0
+    """Delete the protected copies of the value that redaction at ingest kept, under every
+    canonicalisation (each is kept under its token)."""
     tokens = sorted({token_of(value, rule) for rule in CANONICAL})
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f'DELETE FROM "{model._meta.db_table}" WHERE token = ANY(%s)',  # noqa: S608
-            [tokens],
-        )
-        return cursor.rowcount
+    deleted, _ = ProtectedValue.objects.filter(token__in=tokens).delete()
+    return deleted
 
 
 def audit_events_holding(value: str) -> list[int]:

@@ -296,3 +296,18 @@ def test_an_audit_event_holding_the_value_is_reported_not_rewritten(alice, bob):
     report = run_erasure(request.pk)
     assert report["audit_events_holding"] == [event.position]
     assert audit_verify().intact
+
+
+def test_the_protected_copies_of_a_value_go_under_every_canonicalisation():
+    from reviewapp.models import ProtectedValue
+    from reviewapp.privacy.protected import ProtectedValues, protect
+    from reviewapp.privacy.purge import protected_values_delete
+    from reviewapp.privacy.tokens import token_of
+
+    value = "Erase-Me@Example.com"
+    kept = ProtectedValues().encrypt(
+        [(token_of(value, "casefold"), value, "email"), (token_of("other"), "other", "id")]
+    )
+    protect(kept)
+    assert protected_values_delete(value) == 1
+    assert list(ProtectedValue.objects.values_list("token", flat=True)) == [token_of("other")]
