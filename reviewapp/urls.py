@@ -87,6 +87,7 @@ urlpatterns = [
     path("runs/<int:run_pk>/", review.run_detail, name="run-detail"),
     # Raw data, read on purpose with a reason, by people with the raw data permission
     path("raw/lines/<int:pk>/", raw.line_raw, name="line-raw"),
+    path("raw/values/", raw.value_raw, name="value-raw"),
     # Tallies: monthly explained and unexplained discrepancies, closed months, exports
     path("tallies/", reports.tallies, name="tallies"),
     path("tallies/status/", reports.tallies_status, name="tallies-status"),

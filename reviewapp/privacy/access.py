@@ -12,6 +12,8 @@ from typing import Any
 from reviewapp.accounts.audit import audit_record
 from reviewapp.accounts.roles import SEE_RAW_DATA
 from reviewapp.models import TraceLine
+from reviewapp.privacy.protected import protected_value
+from reviewapp.privacy.tokens import is_token
 
 RAW_VIEWED = "raw.view"
 REASON_MAX = 500
@@ -75,6 +77,20 @@ def raw_lines_read(
     why = raw_reason(user, reason)
     raw_view_record(user, reason=why, what=what, lines=lines, ticket=ticket)
     return list(lines)
+
+
+def protected_value_read(user: Any, token: str, *, reason: str | None) -> str | None:
+    """The raw value a redaction rule kept behind `token` (None when none is kept), once the
+    permission and the reason are checked and the reading recorded (RawAccessRefused
+    otherwise, and nothing recorded)."""
+    why = raw_reason(user, reason)
+    token = token.strip()
+    if not is_token(token):
+        raise RawAccessRefused(
+            f"{token[:40]!r} is not a token (tok_ and 24 hex digits)", forbidden=False
+        )
+    raw_view_record(user, reason=why, what=f"protected value {token}")
+    return protected_value(token)
 
 
 def _line_ref(line: TraceLine) -> dict[str, Any]:

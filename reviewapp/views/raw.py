@@ -7,11 +7,11 @@ from __future__ import annotations
 from django.contrib.auth.decorators import permission_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from reviewapp.accounts.roles import SEE_RAW_DATA
 from reviewapp.models import Ticket, TraceLine
-from reviewapp.privacy.access import RawAccessRefused, raw_lines_read
+from reviewapp.privacy.access import RawAccessRefused, protected_value_read, raw_lines_read
 from reviewapp.review.raw import Envelope, ticket_envelopes_read
 from reviewapp.views.htmx import HtmxHttpRequest
 
@@ -44,6 +44,31 @@ def line_raw(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     except RawAccessRefused as refused:
         return _refused(request, refused, url)
     return _shown(request, [Envelope(label, line)], url)
+
+
+@require_http_methods(["GET", "POST"])
+@permission_required(SEE_RAW_DATA, raise_exception=True)
+def value_raw(request: HtmxHttpRequest) -> HttpResponse:
+    """The raw value a redaction rule kept behind a token: a form (GET), the value (POST
+    with the token and a reason, recorded)."""
+    context: dict[str, object] = {"token": request.POST.get("token", request.GET.get("token", ""))}
+    status = 200
+    if request.method == "POST":
+        try:
+            value = protected_value_read(
+                request.user, str(context["token"]), reason=request.POST.get("reason")
+            )
+        except RawAccessRefused as refused:
+            if refused.forbidden:
+                return _refused(request, refused, request.path)
+            context |= {"raw_error": str(refused), "raw_reason": request.POST.get("reason", "")}
+            status = 400
+        else:
+            context |= {"read": True, "value": value}
+    template = "privacy/value.html"
+    if request.htmx:
+        template += "#protected-value"
+    return render(request, template, context, status=status)
 
 
 def _shown(request: HtmxHttpRequest, envelopes: list[Envelope], url: str) -> HttpResponse:

@@ -73,6 +73,7 @@ RULES: dict[str, tuple[object, object]] = {
     "ticket-reopen": (METHOD, WORK_TICKET),
     "ticket-raw": (METHOD, SEE_RAW_DATA),  # no role gives it (tests/privacy)
     "line-raw": (METHOD, SEE_RAW_DATA),
+    "value-raw": (SEE_RAW_DATA, SEE_RAW_DATA),
     "run-detail": (READ, METHOD),
     "shadow": (READ, METHOD),
     "shadow-runs": (READ, METHOD),

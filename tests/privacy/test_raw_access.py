@@ -363,3 +363,31 @@ def test_the_apps_role_gives_it_only_through_the_owners_function(reviewer, admin
         )
         assert cursor.fetchall() == [(True, owner_settings()["USER"])]
     assert audit_verify().intact
+
+
+def test_a_protected_value_is_read_only_with_the_permission_and_a_reason(
+    client, reviewer, admin_user
+):
+    from reviewapp.privacy.protected import ProtectedValues, protect
+
+    token = token_of("jane@example.com", "casefold")
+    protect(ProtectedValues().encrypt([(token, "jane@example.com", "email")]))
+    url = reverse("value-raw")
+    client.force_login(reviewer)
+    assert client.get(url).status_code == 403
+    assert client.post(url, {"token": token, "reason": "x"}).status_code == 403
+    account_raw_access_set(reviewer.username, True, actor=admin_user, reason="on call")
+    assert "jane@example.com" not in client.get(url, {"token": token}).content.decode()
+    refused = client.post(url, {"token": token, "reason": " "})
+    assert refused.status_code == 400 and "jane@example.com" not in refused.content.decode()
+    assert client.post(url, {"token": "jane", "reason": "x"}).status_code == 400
+    assert not AuditEvent.objects.filter(verb=RAW_VIEWED).exists()
+    shown = client.post(
+        url, {"token": token, "reason": "the customer asks"}, HTTP_HX_REQUEST="true"
+    )
+    assert shown.status_code == 200 and "jane@example.com" in shown.content.decode()
+    [event] = AuditEvent.objects.filter(verb=RAW_VIEWED)
+    assert event.actor == reviewer and event.data["reason"] == "the customer asks"
+    assert event.target == f"protected value {token}"
+    missing = client.post(url, {"token": token_of("nobody"), "reason": "check"})
+    assert "No raw value is kept" in missing.content.decode()
