@@ -53,7 +53,7 @@ def test_it_covers_every_finding_but_report_only_identity():
 def test_seed_demo_is_safe_to_run_twice(capsys, monkeypatch):
     from django.core.management import call_command
 
-    from reviewapp.models import PolicyVersion, Ticket
+    from reviewapp.models import ErasureRequest, PolicyVersion, RedactionRuleSet, Ticket
 
     monkeypatch.setenv("DEMO_PASSWORD", "a-demo-password")
     call_command("seed_demo", runs=60)
@@ -61,6 +61,9 @@ def test_seed_demo_is_safe_to_run_twice(capsys, monkeypatch):
     call_command("seed_demo", runs=60)
     assert Ticket.objects.count() == tickets > 0
     assert PolicyVersion.objects.get().number == 1
+    # The privacy screens have something to show: rules in force, an erasure waiting.
+    assert RedactionRuleSet.objects.get().number == 1
+    assert ErasureRequest.objects.get().state == ErasureRequest.State.REQUESTED
     assert "reviewer" in capsys.readouterr().out
 
 

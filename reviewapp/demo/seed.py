@@ -12,6 +12,7 @@ from django.conf import settings
 
 from reviewapp.accounts.roles import ADMIN, APPROVER, REVIEWER, VIEWER, account_role_set
 from reviewapp.demo.corpus import DEMO_POLICY, demo_lines
+from reviewapp.demo.privacy import seed_privacy_demo
 from reviewapp.demo.replay import seed_demo_replay
 from reviewapp.demo.shadow import seed_shadow_demo
 from reviewapp.demo.tallies import demo_tallies
@@ -57,6 +58,8 @@ def seed_demo(users: dict[str, Any], *, runs: int) -> Iterator[str]:
             proposal=proposal, user=users[APPROVER], approve=True, reason="Matches the runbook."
         )
         policy_version_publish(user=users[APPROVER], reason="First policy for the demo.")
+    # Before the corpus: its lines are redacted as they are ingested.
+    yield seed_privacy_demo(users)
     corpus = settings.VAR_DIR / "demo" / "demo-corpus.jsonl"
     corpus.parent.mkdir(parents=True, exist_ok=True)
     corpus.write_text("\n".join(demo_lines(runs=runs)) + "\n")

@@ -373,6 +373,23 @@ def test_axe_finds_no_serious_or_critical_violation_on_the_other_pages(page, liv
     assert found == {path: [] for path in found}
 
 
+# An admin's pages, the raw data permission given: the privacy screens (issue 30).
+ADMIN_PAGES = ["/privacy/redaction/", "/privacy/erasure/", "/raw/values/"]
+
+
+def test_axe_finds_no_serious_or_critical_violation_on_the_privacy_pages(
+    browser, live_server, admin_user
+):
+    account_raw_access_set("ada", True, actor=admin_user, reason="the accessibility pass")
+    found = {}
+    with watched_page(browser, live_server.url, "ada") as admin_page:
+        for path in ADMIN_PAGES:
+            admin_page.goto(f"{live_server.url}{path}")
+            admin_page.wait_for_load_state("load")
+            found[path] = serious_violations(admin_page)
+    assert found == {path: [] for path in found}
+
+
 def test_a_phone_shows_every_page_within_its_width(page, live_server, desk):
     page.set_viewport_size({"width": 390, "height": 844})
     wide = {}
