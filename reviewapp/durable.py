@@ -2,7 +2,7 @@
 worker, the broker or the database on the way. One pattern for every kind of it: ingest
 batches and their parts (reviewapp.ingest), replay items (reviewapp.replay), shadow
 backfills and deliveries judged in shadow (reviewapp.shadow), settlement labellings
-(reviewapp.policy).
+(reviewapp.policy), approved erasures (reviewapp.privacy).
 
 A unit of work is a row, and a task (reviewapp.celery.Tasks) that works on it given its
 id: the row is the record of the work, a message in the broker only says there is some.

@@ -303,6 +303,9 @@ INGEST_MAX_ATTEMPTS = env_int("INGEST_MAX_ATTEMPTS", 3)
 # after this long (its message lost, its worker dead) is sent again; a queued shadow
 # backfill likewise.
 SHADOW_REQUEUE_SECONDS = env_int("SHADOW_REQUEUE_SECONDS", 300)
+# An approved erasure no worker is running this long after its approval (its message lost,
+# its worker dead) is sent again.
+ERASURE_REQUEUE_SECONDS = env_int("ERASURE_REQUEUE_SECONDS", 60)
 # What a batch that failed with no tries left kept (an upload, an API body) is deleted this
 # long after its last try (7 days): time to look at it, not to keep it for ever.
 INGEST_FAILED_KEEP_SECONDS = env_int("INGEST_FAILED_KEEP_SECONDS", 7 * 24 * 3600)

@@ -92,6 +92,7 @@ def reconcile_task() -> dict[str, int]:
     from reviewapp.ingest.batches import BATCHES, failed_bodies_delete
     from reviewapp.ingest.parts import PARTS
     from reviewapp.policy.settlements import LABELLINGS
+    from reviewapp.privacy.erasure import ERASURES
     from reviewapp.replay.jobs import ITEMS
     from reviewapp.shadow.backfill import BACKFILLS
     from reviewapp.shadow.judging import DELIVERIES
@@ -101,7 +102,7 @@ def reconcile_task() -> dict[str, int]:
         kept_for=timedelta(seconds=settings.INGEST_FAILED_KEEP_SECONDS),
         max_attempts=settings.INGEST_MAX_ATTEMPTS,
     )
-    return reconcile([BATCHES, PARTS, ITEMS, BACKFILLS, DELIVERIES, LABELLINGS])
+    return reconcile([BATCHES, PARTS, ITEMS, BACKFILLS, DELIVERIES, LABELLINGS, ERASURES])
 
 
 @app.task(name=Tasks.FOLD_KEPT_COUNTS)

@@ -28,6 +28,7 @@ class Space(IntEnum):
     REPLAY_ITEM = 0x1B47C6
     LABELLING = 0x1B47C7
     BACKFILL = 0x5AD0
+    ERASURE = 0xE2A5E
 
 
 def try_lock(space: Space, key: int) -> bool:

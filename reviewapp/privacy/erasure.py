@@ -11,8 +11,10 @@ token, never the value."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any
 
 from cryptography.fernet import Fernet
@@ -24,12 +26,38 @@ from django.utils import timezone
 from reviewapp import durable
 from reviewapp.accounts.audit import audit_record
 from reviewapp.celery import Tasks
+from reviewapp.durable import Durable, Send
+from reviewapp.infra.locks import Space, locks_held, try_lock, unlock
 from reviewapp.models import ErasureRequest
 from reviewapp.models.guards import ERASURE_SETTING
 from reviewapp.privacy import purge
 from reviewapp.privacy.tokens import token_of
 
 State = ErasureRequest.State
+log = logging.getLogger(__name__)
+
+
+def _erasures_due() -> list[Send]:
+    """Approved erasures no worker is running (none holds its lock) ERASURE_REQUEUE_SECONDS
+    after their approval: the message was lost (the broker down at approval) or its worker
+    died. Running one again finds what is left."""
+    moment = timezone.now() - timedelta(seconds=settings.ERASURE_REQUEUE_SECONDS)
+    left = ErasureRequest.objects.filter(state=State.APPROVED, decided_at__lt=moment)
+    held = locks_held(Space.ERASURE)
+    return [Send(Tasks.ERASE, (pk,)) for pk in left.values_list("pk", flat=True) if pk not in held]
+
+
+# A durable kind of its own (reviewapp.durable): the reconciler sends again what is due.
+ERASURES = Durable(
+    name="erasure",
+    model=ErasureRequest,
+    task=Tasks.ERASE,
+    lock=Space.ERASURE,
+    pulse=None,
+    born=None,
+    state=None,
+    due=_erasures_due,
+)
 
 
 class ErasureError(Exception):
@@ -101,7 +129,18 @@ def _erasing(request_id: int) -> Iterator[None]:
 
 def run_erasure(request_id: int) -> dict[str, Any]:
     """Erase an approved request's value everywhere; its report. Running it again (after
-    an interruption) finds what is left; a done request is not run again."""
+    an interruption) finds what is left; a done request is not run again. One worker at a
+    time (its lock): another finds it held and leaves it (an empty report)."""
+    if not try_lock(Space.ERASURE, request_id):
+        log.info("erasure #%s is being run elsewhere; left to that worker", request_id)
+        return {}
+    try:
+        return _erasure_run(request_id)
+    finally:
+        unlock(Space.ERASURE, request_id)
+
+
+def _erasure_run(request_id: int) -> dict[str, Any]:
     request = ErasureRequest.objects.select_related("requested_by", "decided_by").get(pk=request_id)
     if request.state == State.DONE:
         return request.report

@@ -311,3 +311,34 @@ def test_the_protected_copies_of_a_value_go_under_every_canonicalisation():
     protect(kept)
     assert protected_values_delete(value) == 1
     assert list(ProtectedValue.objects.values_list("token", flat=True)) == [token_of("other")]
+
+
+def test_an_approved_erasure_no_worker_runs_is_sent_again_and_run_by_one_worker(
+    alice, bob, settings
+):
+    import psycopg
+
+    from reviewapp.celery import Tasks
+    from reviewapp.durable import Send, due
+    from reviewapp.infra.locks import Space
+    from reviewapp.models import ErasureRequest
+    from reviewapp.privacy.erasure import ERASURES, run_erasure
+
+    request = erasure_request(VALUE, user=alice, reason="asked")
+    # Approved while the broker was down: no message was sent.
+    erasure_decide(request.pk, user=bob, approve=True, send=False)
+    settings.ERASURE_REQUEUE_SECONDS = 0
+    again = Send(Tasks.ERASE, (request.pk,))
+    assert due(ERASURES) == [again]
+    # A worker running it (holding its lock) is left to it: not due, not run twice.
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    with psycopg.connect(**params, autocommit=True) as worker:
+        worker.execute("SELECT pg_advisory_lock(%s, %s)", [int(Space.ERASURE), request.pk])
+        assert due(ERASURES) == []
+        assert run_erasure(request.pk) == {}
+        assert ErasureRequest.objects.get(pk=request.pk).state == "approved"
+    run_erasure(request.pk)
+    assert ErasureRequest.objects.get(pk=request.pk).state == "done"
+    assert due(ERASURES) == []
