@@ -30,6 +30,7 @@ from reviewapp.privacy.tokens import token_of
 from reviewapp.replay.fixtures import freeze_ticket
 from reviewapp.review.changes import ticket_comment
 from tests.conftest import make_user
+from tests.privacy.scan import columns_holding
 from tests.seeding import conflict_run, ingest_lines
 from tests.test_database_guards import every_table_has_a_row  # noqa: F401
 
@@ -73,28 +74,6 @@ def traces_holding_the_value(tmp_path, user) -> set[str]:
     }
 
 
-def stored_anywhere(text: str) -> list[str]:
-    """Every table.column of the app (the audit trail included) holding `text`."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT table_name, column_name, data_type FROM information_schema.columns "
-            "WHERE table_schema = current_schema() AND table_name LIKE 'reviewapp\\_%%' "
-            "AND data_type IN ('text', 'character varying', 'json', 'jsonb', 'bytea')"
-        )
-        columns = cursor.fetchall()
-        found = []
-        for table, column, kind in columns:
-            holds = (
-                f"position(convert_to(%s, 'UTF8') in \"{column}\") > 0"
-                if kind == "bytea"
-                else f'position(%s in "{column}"::text) > 0'
-            )
-            cursor.execute(f'SELECT count(*) FROM "{table}" WHERE {holds}', [text])
-            if cursor.fetchone()[0]:
-                found.append(f"{table}.{column}")
-        return found
-
-
 def kept_files_holding(text: str) -> list[str]:
     found = []
     for path in settings.UPLOAD_DIR.rglob("*"):
@@ -122,7 +101,7 @@ def test_an_approved_erasure_leaves_the_value_nowhere_and_the_audit_names_both(
 ):
     kept = traces_holding_the_value(tmp_path, alice)
     assert {"reviewapp_traceline.raw", "reviewapp_ticketcomment.text"} <= set(
-        stored_anywhere(VALUE)
+        columns_holding(VALUE)
     )
     assert kept <= set(kept_files_holding(VALUE))
     tickets = Ticket.objects.count()
@@ -146,9 +125,9 @@ def test_an_approved_erasure_leaves_the_value_nowhere_and_the_audit_names_both(
     assert "reviewapp_traceline.raw" in out and "kept upload rewritten" in out
 
     for form in FORMS:
-        assert stored_anywhere(form) == []
+        assert columns_holding(form) == []
         assert kept_files_holding(form) == []
-    assert "reviewapp_traceline.raw" in stored_anywhere(request.token)
+    assert "reviewapp_traceline.raw" in columns_holding(request.token)
     assert kept <= set(kept_files_holding(request.token))
     assert Ticket.objects.count() == tickets
     request.refresh_from_db()

@@ -9,7 +9,6 @@ import hashlib
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.test import override_settings
 from django.urls import reverse
 from django.utils import timezone
@@ -34,6 +33,7 @@ from reviewapp.replay.jobs import job_start, job_work
 from reviewapp.reports.calendar import month_add
 from reviewapp.reports.entries import tallies_refresh
 from reviewapp.reports.tally import DIMENSIONS, breakdown_counts, month_tallies
+from tests.privacy.scan import columns_holding
 from tests.privacy.traces import (
     NEW_MARKER,
     OLD_MARKER,
@@ -55,32 +55,6 @@ def delivered(tmp_path):
         created_at=timezone.now() - timedelta(days=40)
     )
     return old, new
-
-
-def marker_found(marker: str) -> list[str]:
-    """Every column of every table the app can read that holds `marker` anywhere: text,
-    JSON and bytes alike."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT c.relname, a.attname, format_type(a.atttypid, NULL) FROM pg_class c "
-            "JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'public' "
-            "JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped "
-            "WHERE c.relkind IN ('r', 'p', 'm') AND a.atttypid = ANY(ARRAY["
-            "'text', 'varchar', 'json', 'jsonb', 'bytea']::regtype[]::oid[]) "
-            "AND has_table_privilege(c.oid, 'SELECT') ORDER BY 1, 2"
-        )
-        columns = cursor.fetchall()
-        found = []
-        for table, column, kind in columns:
-            where = (
-                f"position(convert_to(%s, 'UTF8') in {column}) > 0"
-                if kind == "bytea"
-                else f"strpos({column}::text, %s) > 0"
-            )
-            cursor.execute(f'SELECT EXISTS (SELECT 1 FROM "{table}" WHERE {where})', [marker])
-            if cursor.fetchone()[0]:
-                found.append(f"{table}.{column}")
-    return found
 
 
 def decided() -> dict[str, list]:
@@ -134,16 +108,16 @@ def test_after_the_window_no_old_payload_is_left_and_what_was_decided_is_unchang
     external = TraceRecord.objects.filter(line_id__in=originals, data__isnull=False)
     assert external.exists()
     for marker in (OLD_MARKER, OTLP_MARKER):
-        assert "reviewapp_traceline.raw" in marker_found(marker)
-    assert "reviewapp_tracerecord.data" in marker_found(OTLP_MARKER)
+        assert "reviewapp_traceline.raw" in columns_holding(marker)
+    assert "reviewapp_tracerecord.data" in columns_holding(OTLP_MARKER)
 
     done = expire_raw_payloads()
 
     assert done.lines == len(originals) == 7
     assert done.bytes == sum(len(raw) for raw in originals.values())
-    assert marker_found(OLD_MARKER) == []
-    assert marker_found(OTLP_MARKER) == []
-    assert marker_found(NEW_MARKER) == ["reviewapp_traceline.raw"]
+    assert columns_holding(OLD_MARKER) == []
+    assert columns_holding(OTLP_MARKER) == []
+    assert columns_holding(NEW_MARKER) == ["reviewapp_traceline.raw"]
     for line in old_lines():
         assert bytes(line.raw) == b"" and line.expired_at is not None
         assert line.raw_sha256 == hashlib.sha256(originals[line.pk]).hexdigest()
