@@ -1,5 +1,6 @@
-"""The templates stay readable: no line over 120 characters, and no template is a copy of
-another (a fragment that two pages need is included by both, not copied)."""
+"""The templates stay readable: no line over 120 characters, no template is a copy of
+another (a fragment that two pages need is included by both, not copied), and no comment
+is shown to the reader (Django's {# #} ends on its own line)."""
 
 from collections import defaultdict
 from pathlib import Path
@@ -56,3 +57,21 @@ def test_the_checks_find_long_lines_and_copies(tmp_path):
     )
     assert long_lines(tmp_path) == [f"page.html:3: {MAX_LINE + 7} characters"]
     assert identical_templates(tmp_path) == [["_fragment.html", "review/_fragment.html"]]
+
+
+def unclosed_comments(root: Path) -> list[str]:
+    """ "file:line" of each {# whose #} is not on the same line: Django prints it as text."""
+    found = []
+    for path in template_files(root):
+        for number, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
+            opened = line.rfind("{#")
+            if opened != -1 and "#}" not in line[opened:]:
+                found.append(f"{path.relative_to(root)}:{number}")
+    return found
+
+
+def test_no_comment_runs_over_a_line_break(tmp_path):
+    (tmp_path / "shown.html").write_text("{# a comment\n   over two lines #}\n")
+    assert unclosed_comments(tmp_path) == ["shown.html:1"]
+    found = unclosed_comments(TEMPLATES)
+    assert not found, "{# #} over several lines (use {% comment %}):\n" + "\n".join(found)
