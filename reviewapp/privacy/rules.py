@@ -122,6 +122,15 @@ def refused_keys(keys: Iterable[str], decision_fields: Iterable[str]) -> list[st
     return sorted({key for key in keys if key.rsplit(".", 1)[-1] in PROTECTED_KEYS | decision})
 
 
+def oracle_refusal(refused: list[str]) -> str:
+    """Why these keys (refused_keys) are not redacted, in words."""
+    return (
+        f"cannot redact {', '.join(refused)}: the oracle needs "
+        f"{'it' if len(refused) == 1 else 'them'} (decision fields and the keys records are "
+        "judged by)"
+    )
+
+
 def parse_rules(document: Any, decision_fields: Iterable[str] | None = None) -> RuleSet:
     """Check a rule set document; RuleError saying what is wrong. With a policy's
     `decision_fields`, keys the oracle reads are refused too."""
@@ -146,11 +155,7 @@ def parse_rules(document: Any, decision_fields: Iterable[str] | None = None) -> 
     if decision_fields is not None:
         refused = refused_keys(taken, decision_fields)
         if refused:
-            raise RuleError(
-                f"cannot redact {', '.join(refused)}: the oracle needs "
-                f"{'it' if len(refused) == 1 else 'them'} (decision fields and the keys "
-                "records are judged by)"
-            )
+            raise RuleError(oracle_refusal(refused))
     return RuleSet(tuple(rules))
 
 

@@ -32,7 +32,7 @@ from reviewapp.models import FixtureRun, FixtureSet, PolicyVersion, stored_docum
 from reviewapp.policy.versions import policy_version_export
 from reviewapp.privacy.access import raw_reason, raw_view_record
 from reviewapp.privacy.impact import changed_runs, refusal
-from reviewapp.privacy.rules import Redactor, RuleSet, refused_keys
+from reviewapp.privacy.rules import Redactor, RuleSet, oracle_refusal, refused_keys
 from reviewapp.replay.fixtures import FixtureError, canonical_line
 
 RUN_CHUNK = 2000
@@ -60,10 +60,7 @@ def redaction_keys(text: str, policy_document: dict[str, Any]) -> frozenset[str]
     keys = frozenset(word for word in re.split(r"[\s,]+", text) if word)
     refused = refused_keys(keys, load_policy(policy_document).decision_fields)
     if refused:
-        raise FixtureError(
-            f"cannot redact {', '.join(refused)}: the oracle needs "
-            f"{'it' if len(refused) == 1 else 'them'} (decision fields and the keys records are judged by)"
-        )
+        raise FixtureError(oracle_refusal(refused))
     return keys
 
 
