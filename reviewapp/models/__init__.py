@@ -22,6 +22,7 @@ from reviewapp.models.policy import (
     ProspectiveSettlement,
     RuleProposal,
     SettlementLabelling,
+    policy_name,
 )
 from reviewapp.models.privacy import ErasureRequest, ProtectedValue, RedactionRuleSet
 from reviewapp.models.replay import (
@@ -50,6 +51,7 @@ from reviewapp.models.shadow import (
 )
 
 __all__ = [
+    "policy_name",
     "ApiToken",
     "AuditChain",
     "AuditEvent",

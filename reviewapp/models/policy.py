@@ -11,6 +11,27 @@ from django.db.models import Q
 
 from reviewapp.models import guards
 
+DEFAULT_NAME = "the built-in default"
+
+
+def policy_name(policy: PolicyVersion | PolicyCandidate | int | None) -> str:
+    """The one name of a policy, on every page, export and command: "v2" for a version (or
+    its number), "the built-in default" for number 0, and a candidate by what it is made
+    of, which never changes: "v2 + proposal #5", "the draft on v2", "policy file 3f2a… on
+    v2" (never the number it would get if published, which goes stale when another is)."""
+    if policy is None or isinstance(policy, int):
+        return f"v{policy}" if policy else DEFAULT_NAME
+    if isinstance(policy, PolicyVersion):
+        return policy_name(policy.number)
+    kind, base = policy.kind, policy_name(policy.base_number)
+    if kind == PolicyCandidate.Kind.PROPOSAL:
+        return f"{base} + proposal #{policy.proposal_id}"
+    if kind == PolicyCandidate.Kind.DRAFT:
+        return f"the draft on {base}"
+    if kind == PolicyCandidate.Kind.FILE:
+        return f"policy file {policy.sha256[:12]} on {base}"
+    return policy_name(policy.number)
+
 
 class PolicyVersion(models.Model):
     """A published, numbered, immutable policy document (the database refuses UPDATE and
@@ -32,20 +53,24 @@ class PolicyVersion(models.Model):
         ordering = ["-number"]
 
     def __str__(self) -> str:
-        return f"v{self.number}"
+        return policy_name(self)
 
 
 class PolicyCandidate(models.Model):
     """A policy some runs are judged under beside the active one, prospectively: a published
-    version, the draft (the active version with every approved, unpublished proposal), the
-    draft with one more proposal applied, or a policy file (`manage.py replay --policy FILE`).
-    Immutable, like what it is made from: the draft changing makes a new candidate. One row
-    per kind and document (its SHA-256)."""
+    version, the built-in default, the draft (the active version with every approved,
+    unpublished proposal), the active version with one proposal applied, or a policy file
+    (`manage.py replay --policy FILE`). Immutable, like what it is made from: the draft
+    changing makes a new candidate. One row per kind and document (its SHA-256).
+
+    Each is measured against the version it builds on (`base_number`): a candidate's impact
+    is its own change (replay.impact)."""
 
     class Kind(models.TextChoices):
         VERSION = "version", "published version"
+        DEFAULT = "default", "the built-in default"
         DRAFT = "draft", "draft"
-        PROPOSAL = "proposal", "draft with a proposal applied"
+        PROPOSAL = "proposal", "the active version with a proposal applied"
         FILE = "file", "a policy file"
 
     kind = models.CharField(max_length=10, choices=Kind.choices)
@@ -53,7 +78,8 @@ class PolicyCandidate(models.Model):
     sha256 = models.CharField(max_length=64)
     # The number it has (a version) or would get if published now (the draft, a proposal).
     number = models.PositiveIntegerField()
-    # The active version it was drafted from.
+    # The version it builds on, and is measured against: the active one when it was made
+    # (a published version's: the one it was drafted from).
     base_number = models.PositiveIntegerField()
     version = models.ForeignKey(
         PolicyVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="candidates"
@@ -89,6 +115,7 @@ class PolicyCandidate(models.Model):
             ),
             models.CheckConstraint(
                 condition=(Q(kind="version") & Q(version__isnull=False) & Q(proposal__isnull=True))
+                | (Q(kind="default") & Q(version__isnull=True) & Q(proposal__isnull=True))
                 | (Q(kind="draft") & Q(version__isnull=True) & Q(proposal__isnull=True))
                 | (Q(kind="proposal") & Q(version__isnull=True) & Q(proposal__isnull=False))
                 | (Q(kind="file") & Q(version__isnull=True) & Q(proposal__isnull=True)),
@@ -101,14 +128,12 @@ class PolicyCandidate(models.Model):
 
     @property
     def label(self) -> str:
-        """How screens and exports name it: "prospective under {label}"."""
-        if self.kind == self.Kind.VERSION:
-            return f"v{self.number}"
-        if self.kind == self.Kind.PROPOSAL:
-            return f"v{self.number} draft with proposal #{self.proposal_id}"
-        if self.kind == self.Kind.FILE:
-            return f"policy file {self.sha256[:12]} (as v{self.number})"
-        return f"v{self.number} draft"
+        """How screens and exports name it (policy_name): "prospective under {label}"."""
+        return policy_name(self)
+
+    @property
+    def base_label(self) -> str:
+        return policy_name(self.base_number)
 
 
 class RuleProposal(models.Model):

@@ -109,6 +109,16 @@ class ReplayJob(models.Model):
     candidate = models.ForeignKey(
         "PolicyCandidate", on_delete=models.PROTECT, related_name="replay_jobs"
     )
+    # What the candidate is compared with: the version it builds on, judged on the same runs
+    # (policy.candidates.baseline_of). NULL for a job from before baselines: compared with
+    # the verdicts recorded when its runs were frozen.
+    baseline = models.ForeignKey(
+        "PolicyCandidate",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="baseline_of_jobs",
+    )
     state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
     # Why it runs, in words: "impact of proposal #12", "regression suite of the draft"...
     reason = models.CharField(max_length=200, blank=True)
@@ -153,6 +163,16 @@ class ReplayJob(models.Model):
         """Groups that changed in any way (once done: counts are filled in then)."""
         return int(self.counts.get("groups", 0)) - int(self.counts.get("unchanged", 0))
 
+    @property
+    def intended_groups(self) -> int:
+        """Changed groups where the candidate's own change reaches (replay.compare)."""
+        return int(self.counts.get("intended", 0))
+
+    @property
+    def regressions(self) -> int:
+        """Changed groups outside the candidate's own change: what it was not meant to do."""
+        return self.changed_groups - self.intended_groups
+
 
 class ReplayItem(models.Model):
     """A chunk of a job: the fixture set's runs with ids first..last. A worker claims it
@@ -193,8 +213,9 @@ class ReplayItem(models.Model):
 
 class ReplayResult(models.Model):
     """A group of a run that a finished item found changed (or whose open ticket the
-    prospective verdict settles): the recorded verdict (or finding) beside the prospective
-    one, and what changed. Unchanged groups are counted on the item; both sides of every
+    prospective verdict settles): the baseline's verdict (or finding) beside the prospective
+    one, and what changed. The `recorded_*` columns hold the baseline's side (ReplayJob.
+    baseline): the recorded judgement itself where it was made under the baseline version. Unchanged groups are counted on the item; both sides of every
     group stay in their judgements. Written once per job, run and group (the database
     refuses a second), never changed."""
 
@@ -233,6 +254,9 @@ class ReplayResult(models.Model):
     finding_lost = models.BooleanField()
     # A change none of the above names: the reason or rule, or a group only one side has.
     other_changed = models.BooleanField()
+    # Changed where the candidate's own change reaches (its rules' fields and actions, its
+    # fields' settings: replay.scope); a change elsewhere is a regression.
+    intended = models.BooleanField(default=False)
     # The group's ticket when replayed, and whether the prospective verdict settles it.
     ticket = guards.unchecked_reference("Ticket")
     settles_ticket = models.BooleanField()

@@ -1,7 +1,11 @@
 """Candidates: the policies runs are judged under prospectively, beside the active one
-(replay, shadow mode). A candidate is made from a published version, the draft, the draft
-with one more proposal applied, or a policy file, and kept as it was: when the draft
-changes, the next candidate made from it is a new one."""
+(replay, shadow mode). A candidate is made from a published version, the built-in default,
+the draft, the active version with one proposal applied, or a policy file, and kept as it
+was: when the draft changes, the next candidate made from it is a new one.
+
+Each builds on a version (`base_number`) and is measured against it (`baseline_of`): a
+proposal's candidate is the active version with that proposal alone, so that its impact is
+its own, not that of others approved or published meanwhile."""
 
 from __future__ import annotations
 
@@ -12,8 +16,10 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from reviewapp.engine import Policy, load_policy
+from reviewapp.judging.policies import default_policy_document
 from reviewapp.judging.store import PolicyRef
 from reviewapp.models import PolicyCandidate, PolicyVersion, RuleProposal
+from reviewapp.policy.documents import apply_change
 from reviewapp.policy.versions import active_document, draft_document
 
 
@@ -26,6 +32,23 @@ def candidate_of_version(version: PolicyVersion, *, user: Any = None) -> PolicyC
         version=version,
         user=user,
     )
+
+
+def candidate_of_default(*, user: Any = None) -> PolicyCandidate:
+    """The built-in default, as it reads now (number 0: runs are judged under it before
+    any version is published)."""
+    return _kept(
+        PolicyCandidate.Kind.DEFAULT, default_policy_document(), number=0, base_number=0, user=user
+    )
+
+
+def baseline_of(candidate: PolicyCandidate, *, user: Any = None) -> PolicyCandidate:
+    """What a candidate is measured against: the version it builds on (the built-in default
+    for number 0), judged on the same runs."""
+    if candidate.base_number == 0:
+        return candidate_of_default(user=user)
+    version = PolicyVersion.objects.get(number=candidate.base_number)
+    return candidate_of_version(version, user=user)
 
 
 def candidate_of_draft(*, user: Any = None) -> PolicyCandidate:
@@ -41,8 +64,9 @@ def candidate_of_draft(*, user: Any = None) -> PolicyCandidate:
 
 
 def candidate_of_proposal(proposal: RuleProposal, *, user: Any = None) -> PolicyCandidate:
-    """The draft with this proposal applied (whatever its state: an approver looks at a
-    pending one before deciding)."""
+    """The active version with this proposal alone applied, whatever its state (an approver
+    looks at a pending one before deciding; the draft's candidate holds every approved
+    one). PolicyError or ValueError when it does not apply to the active version alone."""
     base, _ = active_document()
     return _kept(
         PolicyCandidate.Kind.PROPOSAL,
@@ -61,15 +85,13 @@ def made_candidate_of_draft() -> PolicyCandidate | None:
 
 
 def made_candidate_of_proposal(proposal: RuleProposal) -> PolicyCandidate | None:
-    """The proposal's candidate, applied to the draft as it stands, if one was made already."""
+    """The proposal's candidate, on the active version as it stands, if one was made already."""
     return _found(PolicyCandidate.Kind.PROPOSAL, _applied(proposal), proposal=proposal)
 
 
 def _applied(proposal: RuleProposal) -> dict[str, Any]:
-    """The draft with the proposal applied: an approved, unpublished one is in it already."""
-    if proposal.state == RuleProposal.State.APPROVED and proposal.published_in_id is None:
-        return draft_document()
-    return draft_document((proposal.kind, proposal.change))
+    _, active = active_document()
+    return apply_change(active, proposal.kind, proposal.change)
 
 
 def candidate_of_file(document: dict[str, Any], *, user: Any = None) -> PolicyCandidate:

@@ -222,3 +222,55 @@ def diff_documents(old: dict[str, Any], new: dict[str, Any]) -> PolicyDiff:
         if old.get(key) != new.get(key):
             diff.sections_changed.append((key, old.get(key), new.get(key)))
     return diff
+
+
+@dataclass(frozen=True)
+class ChangeScope:
+    """Where a change of policy means to act: the (field, actions) of every rule it adds,
+    removes, changes or moves, and every field whose setting it changes (any action). A
+    field "*" is every field; no actions is every action; `everything` when a section that
+    applies to every group changed (safe actions, identity...), or the whole document did."""
+
+    reaches_: frozenset[tuple[str, frozenset[str]]] = frozenset()
+    everything: bool = False
+
+    def reaches(self, field_name: str | None, action: str | None) -> bool:
+        if self.everything:
+            return True
+        for scoped_field, actions in self.reaches_:
+            if scoped_field in ("*", field_name) and (not actions or action in actions):
+                return True
+        return False
+
+    def describe(self) -> str:
+        """In words, for a page: "`status` when the next action is ship_goods; `amount`"."""
+        if self.everything:
+            return "every group"
+        parts = []
+        for scoped_field, actions in sorted(self.reaches_, key=lambda p: (p[0], sorted(p[1]))):
+            subject = "every field" if scoped_field == "*" else f"`{scoped_field}`"
+            parts.append(
+                f"{subject} when the next action is {_quoted(sorted(actions))}"
+                if actions
+                else subject
+            )
+        return "; ".join(parts) or "nothing"
+
+
+# Sections that only name the policy: changing them changes no verdict.
+_NAMING_SECTIONS = {"name", "description"}
+
+
+def change_scope(old: dict[str, Any], new: dict[str, Any]) -> ChangeScope:
+    """Where going from `old` to `new` means to act (diff_documents, read as ChangeScope)."""
+    diff = diff_documents(old, new)
+    if any(key not in _NAMING_SECTIONS for key, _, _ in diff.sections_changed):
+        return ChangeScope(everything=True)
+    rules = [*diff.rules_added, *diff.rules_removed]
+    rules += [rule for pair in diff.rules_changed for rule in pair]
+    reaches = {
+        (str(rule.get("field") or "*"), frozenset(rule.get("actions") or ())) for rule in rules
+    }
+    touched = [*diff.fields_added, *diff.fields_removed, *diff.fields_changed]
+    reaches |= {(str(name), frozenset()) for name, *_ in touched}
+    return ChangeScope(frozenset(reaches))

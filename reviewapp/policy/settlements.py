@@ -32,7 +32,8 @@ from reviewapp.models import (
     SettlementLabelling,
     Ticket,
 )
-from reviewapp.policy.versions import draft_document
+from reviewapp.policy.documents import apply_change
+from reviewapp.policy.versions import active_document
 from reviewapp.review.changes import Outcome, revisions_as_seen, tickets_close_settled
 from reviewapp.review.stamp import DataStamp
 
@@ -115,10 +116,13 @@ def open_conflicts(field: str | None = None):
 def settlement_preview(
     kind: str, change: dict[str, Any], *, motivating: Sequence[int] = ()
 ) -> tuple[list[Settlement], int]:
-    """Which open tickets a proposed change would settle, and how many it concerns: the
-    motivating tickets first, then every other open conflict ticket of its field, newest
-    first, up to PREVIEW_TICKET_LIMIT judged (beyond, the proposal's page replays them all)."""
-    policy = load_policy(draft_document((kind, change)))
+    """Which open tickets a proposed change alone would settle, and how many it concerns:
+    the motivating tickets first, then every other open conflict ticket of its field,
+    newest first, up to PREVIEW_TICKET_LIMIT judged (beyond, the proposal's page replays
+    them all). Its own effect: the active version with the change, less what the active
+    version settles already (a ticket opened under an older one, say), as its replay counts."""
+    number, active = active_document()
+    policy = load_policy(apply_change(active, kind, change))
     candidates = open_conflicts(change.get("field") if kind != "document" else None)
     first = list(candidates.filter(pk__in=list(motivating)).select_related("run"))
     rest = candidates.exclude(pk__in=[t.pk for t in first]).select_related("run")
@@ -126,6 +130,16 @@ def settlement_preview(
     found: list[Settlement] = []
     for start in range(0, len(judged), 500):
         found.extend(settlements(policy, judged[start : start + 500]))
+    if found:  # judged again under the active version: only those the change settles
+        already = {
+            settlement.ticket.pk
+            for start in range(0, len(found), 500)
+            for settlement in settlements(
+                load_policy({**active, "version": number}),
+                [s.ticket for s in found[start : start + 500]],
+            )
+        }
+        found = [settlement for settlement in found if settlement.ticket.pk not in already]
     return found, candidates.count()
 
 

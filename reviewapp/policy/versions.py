@@ -21,7 +21,13 @@ from reviewapp.accounts.audit import audit_record
 from reviewapp.celery import Tasks
 from reviewapp.infra.locks import transaction_lock
 from reviewapp.judging.policies import default_policy_document, latest_version
-from reviewapp.models import PolicyVersion, RuleProposal, SettlementLabelling, Ticket
+from reviewapp.models import (
+    PolicyVersion,
+    RuleProposal,
+    SettlementLabelling,
+    Ticket,
+    policy_name,
+)
 from reviewapp.policy.documents import apply_change, describe_change
 
 
@@ -43,6 +49,18 @@ def active_document() -> tuple[int, dict[str, Any]]:
     if latest is None:
         return 0, default_policy_document()
     return latest.number, dict(latest.document)
+
+
+def superseded(number: int, *, made: str = "measured") -> str:
+    """Empty while version `number` (0: the built-in default) is the active one; else, in
+    words, that what a page shows was made under another: "measured against v1; v2 is
+    active since 2 Dec 14:05" (`made`: what was done under it, e.g. "counted under")."""
+    latest = latest_version()
+    active = latest.number if latest is not None else 0
+    if number == active:
+        return ""
+    since = f" since {latest.published_at:%-d %b %H:%M}" if latest is not None else ""
+    return f"{made} {policy_name(number)}; {policy_name(active)} is active{since}"
 
 
 def approved_unpublished() -> list[RuleProposal]:

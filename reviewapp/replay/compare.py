@@ -1,9 +1,12 @@
-"""Comparing a run's recorded verdicts with its prospective ones, group by group.
+"""Comparing a run's baseline verdicts (the version a candidate builds on, or those recorded)
+with its prospective ones, group by group.
 
 A group is what a ticket is about: a (entity, field) verdict, or a finding kind. For each
 the comparison says what changed (COUNTS names the categories), whether the prospective
-verdict settles the group's open ticket (policy.settlements.settles: the same rule the
-proposal preview and the labels after publishing use), and feeds a digest of everything
+verdict settles the group's open ticket where the baseline's did not (policy.settlements.
+settles: the same rule the proposal preview and the labels after publishing use), whether
+the change is where the candidate's own change reaches (`intended`: policy.documents.
+ChangeScope; any other change is a regression), and feeds a digest of everything
 compared, so that the same replay always gives the same result hash. Every group is
 counted; a result row is kept for each group that changed or settles its ticket (the
 drill-down from every count), while both sides of every group stay in their judgements.
@@ -17,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from reviewapp.policy.documents import ChangeScope
 from reviewapp.policy.settlements import settles
 from reviewapp.review.opening import ticket_key
 
@@ -41,6 +45,8 @@ COUNTS = (
     "unchanged",
     *FLAGS,
     "tickets_settled",
+    # Changed groups where the candidate's own change reaches (the rest are regressions).
+    "intended",
     "runs",
     "runs_missing",
     "runs_expired",
@@ -64,6 +70,7 @@ RESULT_COLUMNS = (
     *FLAGS,
     "ticket_id",
     "settles_ticket",
+    "intended",
 )
 
 
@@ -77,6 +84,8 @@ class Said:
     rule: str | None
     value: Any
     unsafe: bool
+    # The agent's next action the verdict is about (not compared: the records decide it).
+    action: str | None = None
 
     def comparable(self) -> str:
         """Everything compared, in one string (unambiguous: fields apart by a separator
@@ -185,15 +194,22 @@ class Compared:
     rows: list[tuple[Any, ...]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTS, 0))
     digest: Any = field(default_factory=hashlib.sha256)
+    scope: ChangeScope = field(default_factory=ChangeScope)
+    # Whether a verdict of the run being compared changed where the scope reaches: its
+    # findings' changes are then the change's consequence, not a regression.
+    run_reached: bool = False
 
     @property
     def hexdigest(self) -> str:
         return str(self.digest.hexdigest())
 
 
-def compare_runs(job_id: int, pairs: Iterable[RunPair]) -> Compared:
-    """Compare every group of every run; runs in the order given (the digest depends on it)."""
-    out = Compared()
+def compare_runs(
+    job_id: int, pairs: Iterable[RunPair], scope: ChangeScope | None = None
+) -> Compared:
+    """Compare every group of every run; runs in the order given (the digest depends on it).
+    `scope`: where the candidate's change means to act (None: nowhere is intended)."""
+    out = Compared(scope=scope or ChangeScope())
     for pair in pairs:
         out.counts["runs"] += 1
         if pair.expired:
@@ -204,6 +220,7 @@ def compare_runs(job_id: int, pairs: Iterable[RunPair]) -> Compared:
             out.counts["runs_missing"] += 1
             out.digest.update(f"{pair.run_id}\x1emissing\n".encode())
             continue
+        out.run_reached = False
         _compare_verdicts(job_id, pair, pair.prospective, out)
         _compare_findings(job_id, pair, pair.prospective, out)
     return out
@@ -218,13 +235,21 @@ def _compare_verdicts(job_id: int, pair: RunPair, prospective: Side, out: Compar
         was, now = recorded.verdicts.get(group), prospective.verdicts.get(group)
         entity, field_name = group
         ticket = pair.tickets.get(("conflict", entity, field_name))
-        settled = ticket is not None and settles(ticket[1], ticket[2], now.kind if now else None)
+        settled = (
+            ticket is not None
+            and settles(ticket[1], ticket[2], now.kind if now else None)
+            and not settles(ticket[1], ticket[2], was.kind if was else None)
+        )
         if was is not None and now is not None and not settled:
             seen = was.comparable()
             if seen == now.comparable():
                 # Unchanged (most groups): counted and digested, nothing else to do.
                 _unchanged(out, pair.run_id, f"{entity}\x1f{field_name}", seen)
                 continue
+        flags = verdict_flags(was, now)
+        action = (now or was).action if (now or was) else None
+        reached = any(flags.values()) and out.scope.reaches(field_name, action)
+        out.run_reached |= reached
         _add(
             out,
             job_id,
@@ -232,10 +257,11 @@ def _compare_verdicts(job_id: int, pair: RunPair, prospective: Side, out: Compar
             ("conflict", entity, field_name),
             ("verdict", entity, field_name, ""),
             (was.id if was else None, None, now.id if now else None, None),
-            verdict_flags(was, now),
+            flags,
             ticket,
             settled,
             (was.comparable() if was else "-", now.comparable() if now else "-"),
+            reached,
         )
 
 
@@ -246,6 +272,7 @@ def _compare_findings(job_id: int, pair: RunPair, prospective: Side, out: Compar
     ]
     for kind in kinds:
         was, now = recorded.findings.get(kind), prospective.findings.get(kind)
+        flags = finding_flags(was, now)
         _add(
             out,
             job_id,
@@ -253,10 +280,11 @@ def _compare_findings(job_id: int, pair: RunPair, prospective: Side, out: Compar
             ("finding", None, kind),
             ("finding", None, "", kind),
             (None, was.id if was else None, None, now.id if now else None),
-            finding_flags(was, now),
+            flags,
             pair.tickets.get(("finding", None, kind)),
             False,
             ("\x1f".join(was.evidence) if was else "-", "\x1f".join(now.evidence) if now else "-"),
+            any(flags.values()) and out.run_reached,
         )
 
 
@@ -278,6 +306,7 @@ def _add(
     ticket: tuple[int, str, str] | None,
     settled: bool,
     sides: tuple[str, str],
+    intended: bool,
 ) -> None:
     changed = any(flags.values())
     recorded_verdict, recorded_finding, prospective_verdict, prospective_finding = ids
@@ -288,6 +317,7 @@ def _add(
     for name, on in flags.items():
         counts[name] += on
     counts["tickets_settled"] += settled
+    counts["intended"] += intended
     kind, entity, name = ticket_group
     label = f"{name}" if kind == "finding" else f"{entity}\x1f{name}"
     out.digest.update(
@@ -311,6 +341,7 @@ def _add(
             *flags.values(),
             ticket[0] if ticket else None,
             settled,
+            intended,
         )
     )
 

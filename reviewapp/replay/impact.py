@@ -1,5 +1,7 @@
-"""Impact before approval: what a candidate (a proposal applied to the draft, or the draft)
-would change, shown on its page before anyone decides.
+"""Impact before approval: what a candidate (a proposal applied to the active version, or
+the draft) would change against the active version, on the same runs, shown on its page
+before anyone decides. An impact measured against a version no longer active is shown as
+out of date, never as current, and measured again on the events below.
 
 Two kinds of replay, started by the event that calls for them, never by a page being read:
 a proposal made (its own), a proposal approved (the draft's), a version published (each
@@ -39,6 +41,7 @@ from reviewapp.policy.candidates import (
     candidate_of_proposal,
     candidate_of_version,
 )
+from reviewapp.policy.versions import superseded
 from reviewapp.replay.fixtures import FixtureError, freeze_open_tickets, suite_sets
 from reviewapp.replay.jobs import ReplayError, job_start
 
@@ -74,6 +77,12 @@ class Impact:
     stale: bool = False
     suite: list[tuple[FixtureSet, ReplayJob | None]] = field(default_factory=list)
     note: str = ""
+    # Measured against a version no longer active, in words ("" while it is the active one).
+    out_of_date: str = ""
+
+    @property
+    def baseline_name(self) -> str:
+        return self.candidate.base_label
 
     @property
     def jobs(self) -> list[ReplayJob]:
@@ -113,6 +122,22 @@ def _snapshot(stamp: str, now: datetime) -> FixtureSet | None:
     )
 
 
+def impact_superseded(
+    kind: str, proposal: RuleProposal | None = None, active_number: int = 0
+) -> Impact | None:
+    """The newest impact of the draft or of a proposal measured against a version before
+    `active_number` (the active one), when none was measured against the active one yet:
+    shown as out of date, with what measures it again."""
+    older = PolicyCandidate.objects.filter(
+        kind=PolicyCandidate.Kind.PROPOSAL if proposal is not None else PolicyCandidate.Kind.DRAFT,
+        proposal=proposal,
+        base_number__lt=active_number,
+        replay_jobs__isnull=False,
+    ).order_by("-base_number", "-id")
+    candidate = older.first()
+    return None if candidate is None else impact(candidate)
+
+
 def replay_open_tickets(
     candidate: PolicyCandidate, *, user: Any = None, send: bool = True, reason: str = ""
 ) -> ReplayJob:
@@ -128,7 +153,9 @@ def impact(
 ) -> Impact:
     """The candidate's replays over every open ticket and the regression suite: the latest
     ones, started now when missing or out of date if `start` (a new snapshot if `again`)."""
-    found = Impact(candidate)
+    found = Impact(
+        candidate, out_of_date=superseded(candidate.base_number, made="measured against")
+    )
     reason = f"impact of {candidate.label}"
     latest = _latest(candidate, fixture_set__origin=FixtureSet.Origin.OPEN_TICKETS)
     stamp, now = desk_stamp(), timezone.now()

@@ -37,6 +37,7 @@ from reviewapp.celery import Tasks
 from reviewapp.durable import Durable, Send
 from reviewapp.infra.locks import Space, locks_held
 from reviewapp.models import FixtureRun, FixtureSet, PolicyCandidate, ReplayItem, ReplayJob
+from reviewapp.policy.candidates import baseline_of
 from reviewapp.replay.compare import COUNTS, sum_counts
 from reviewapp.replay.work import item_process
 
@@ -70,18 +71,21 @@ def job_start(
     reason: str = "",
     send: bool = True,
 ) -> ReplayJob:
-    """A job over the fixture set's runs, in items; sent to workers once committed (unless
-    `send` is False: the caller works on it, as `manage.py replay` does)."""
+    """A job over the fixture set's runs, in items, comparing the candidate with the version
+    it builds on (its baseline); sent to workers once committed (unless `send` is False:
+    the caller works on it, as `manage.py replay` does)."""
     chunk = max(1, settings.REPLAY_CHUNK_RUNS)
     ids = list(
         FixtureRun.objects.filter(fixture_set=fixture_set)
         .order_by("id")
         .values_list("id", flat=True)
     )
+    baseline = baseline_of(candidate, user=user)
     with transaction.atomic():
         job = ReplayJob.objects.create(
             fixture_set=fixture_set,
             candidate=candidate,
+            baseline=baseline,
             reason=reason[:200],
             started_by=user if user is not None and user.is_authenticated else None,
             item_count=-(-len(ids) // chunk),

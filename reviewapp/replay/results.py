@@ -12,17 +12,22 @@ from django.db.models import QuerySet
 from reviewapp.models import (
     FixtureRun,
     Judgement,
+    PolicyCandidate,
     ReplayJob,
     ReplayResult,
     TraceRecord,
     Verdict,
+    policy_name,
 )
+from reviewapp.policy.versions import superseded
 from reviewapp.replay.compare import COUNTS, FLAGS
 from reviewapp.replay.jobs import job_progress
 
 # What a count links to: each flag, and these (unchanged groups are counted, not kept).
 CATEGORIES = {
     "changed": "changed in any way",
+    "intended": "changed where the change means to act",
+    "regressions": "changed elsewhere (regressions)",
     "settled": "open tickets it would settle",
     **FLAGS,
 }
@@ -32,10 +37,28 @@ def prospective_label(job: ReplayJob) -> str:
     return f"prospective under {job.candidate.label}"
 
 
-def recorded_label(number: int | None) -> str:
-    if number is None:
-        return "nothing recorded"
-    return f"recorded under v{number}" if number else "recorded under the built-in default"
+def baseline_label(job: ReplayJob) -> str:
+    """What the job compares with, in words: "against v2, the active version", or which is
+    active now when that has changed since."""
+    baseline = job.baseline
+    if baseline is None:
+        return "against the verdicts recorded when its runs were frozen"
+    if baseline.kind not in (PolicyCandidate.Kind.VERSION, PolicyCandidate.Kind.DEFAULT):
+        return f"against {baseline.label}"
+    later = superseded(baseline.number, made="against")
+    return (
+        f"{later}: replay again to compare with it"
+        if later
+        else f"against {baseline.label}, the active version"
+    )
+
+
+def side_label(job: ReplayJob, judgement: Judgement | None) -> str:
+    """The heading of the side a candidate is compared with, on a group's page."""
+    if judgement is None:
+        return "nothing before" if job.baseline is None else f"{job.baseline.label}: nothing"
+    made = "recorded" if judgement.purpose == Judgement.Purpose.ACTIVE else "judged again"
+    return f"{made} under {policy_name(judgement.policy_number)}"
 
 
 def results_in(job: ReplayJob, category: str) -> QuerySet[ReplayResult]:
@@ -43,6 +66,10 @@ def results_in(job: ReplayJob, category: str) -> QuerySet[ReplayResult]:
     results = ReplayResult.objects.filter(job=job)
     if category == "changed":
         results = results.filter(changed=True)
+    elif category == "intended":
+        results = results.filter(changed=True, intended=True)
+    elif category == "regressions":
+        results = results.filter(changed=True, intended=False)
     elif category == "settled":
         results = results.filter(settles_ticket=True)
     elif category in FLAGS:
@@ -125,12 +152,12 @@ def result_json(result: ReplayResult, label: str) -> dict[str, Any]:
     sides: dict[str, Any]
     if result.kind == ReplayResult.Kind.VERDICT:
         sides = {
-            "recorded": verdict_json(result.recorded_verdict, number),
+            "baseline": verdict_json(result.recorded_verdict, number),
             "prospective": verdict_json(result.prospective_verdict, result.job.candidate.number),
         }
     else:
         sides = {
-            "recorded": _finding_json(result.recorded_finding),
+            "baseline": _finding_json(result.recorded_finding),
             "prospective": _finding_json(result.prospective_finding),
         }
     return {
@@ -139,6 +166,7 @@ def result_json(result: ReplayResult, label: str) -> dict[str, Any]:
         **group,
         **sides,
         "changes": [name for name in FLAGS if getattr(result, name)],
+        "intended": result.intended,
         "ticket": result.ticket_id,
         "settlesTicket": result.settles_ticket,
     }
@@ -172,6 +200,15 @@ def job_json(job: ReplayJob) -> dict[str, Any]:
             "label": job.candidate.label,
             "sha256": job.candidate.sha256,
         },
+        "baseline": None
+        if job.baseline is None
+        else {
+            "kind": job.baseline.kind,
+            "number": job.baseline.number,
+            "label": job.baseline.label,
+        },
+        "against": baseline_label(job),
+        "regressions": job.regressions if job.state == ReplayJob.State.DONE else None,
         "fixtureSet": {
             "name": job.fixture_set.name,
             "origin": job.fixture_set.origin,
@@ -193,8 +230,11 @@ def job_json(job: ReplayJob) -> dict[str, Any]:
 
 def count_rows(counts: dict[str, int]) -> list[tuple[str, str, int]]:
     """(category, what it is called, how many) for every count a job page links from."""
+    changed = counts.get("groups", 0) - counts.get("unchanged", 0)
     rows = [
-        ("changed", CATEGORIES["changed"], counts.get("groups", 0) - counts.get("unchanged", 0)),
+        ("changed", CATEGORIES["changed"], changed),
+        ("intended", CATEGORIES["intended"], counts.get("intended", 0)),
+        ("regressions", CATEGORIES["regressions"], changed - counts.get("intended", 0)),
         ("unchanged", "unchanged", counts.get("unchanged", 0)),
         ("settled", CATEGORIES["settled"], counts.get("tickets_settled", 0)),
     ]

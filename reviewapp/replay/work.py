@@ -1,7 +1,8 @@
 """Processing one claimed item of a replay job, in one transaction: its pinned runs are
-judged under the job's candidate (a replay judgement stored before for the same run,
-candidate and record is reused, never judged again), compared with what was recorded, and
-the results written together with the item's new state. A worker that dies half-way
+judged under the job's candidate and under its baseline, the version the candidate builds
+on (a replay judgement stored before for the same run, candidate and record is reused,
+never judged again; the recorded judgement stands for the baseline where it was made under
+that version), compared, and the results written together with the item's new state. A worker that dies half-way
 leaves nothing: its transaction is rolled back and the item is claimed again.
 
 Replay writes only REPLAY judgements (with their verdicts and findings) and its own rows:
@@ -36,6 +37,7 @@ from reviewapp.models import (
     Verdict,
 )
 from reviewapp.policy.candidates import candidate_ref, policy_of_candidate
+from reviewapp.policy.documents import ChangeScope, change_scope
 from reviewapp.replay.compare import (
     RESULT_COLUMNS,
     Compared,
@@ -55,6 +57,16 @@ def _policy(candidate_id: int) -> Policy:
     return policy_of_candidate(PolicyCandidate.objects.get(pk=candidate_id))
 
 
+@lru_cache(maxsize=32)
+def _scope(candidate_id: int, baseline_id: int) -> ChangeScope:
+    documents = dict(
+        PolicyCandidate.objects.filter(pk__in=(candidate_id, baseline_id)).values_list(
+            "pk", "document"
+        )
+    )
+    return change_scope(documents[baseline_id], documents[candidate_id])
+
+
 def item_process(item_id: int, token: str) -> bool:
     """Process an item this worker claimed (`token`); False when it is no longer ours (its
     lease ran out and someone else took it) or its job was cancelled meanwhile."""
@@ -68,7 +80,7 @@ def item_process(item_id: int, token: str) -> bool:
         )
         if item is None:
             return False
-        job = ReplayJob.objects.select_related("candidate").get(pk=item.job_id)
+        job = ReplayJob.objects.select_related("candidate", "baseline").get(pk=item.job_id)
         if job.state == ReplayJob.State.CANCELLED:
             item.state, item.lease_until = ReplayItem.State.CANCELLED, None
             item.save(update_fields=["state", "lease_until"])
@@ -104,23 +116,52 @@ def compare_item(job: ReplayJob, item: ReplayItem) -> Compared:
             "pk", flat=True
         )
     )
-    prospective = prospective_sides(
-        job.candidate, {pk: through for pk, through in pins.items() if pk not in expired}
-    )
-    recorded = sides_of([judgement for _, _, judgement, _ in pinned if judgement is not None])
+    judged = {pk: through for pk, through in pins.items() if pk not in expired}
+    prospective = prospective_sides(job.candidate, judged)
+    baseline = baseline_sides(job, pinned, judged)
     tickets = tickets_of(list(pins))
     pairs = (
         RunPair(
             run_pk,
             run_id,
-            recorded.get(judgement, Side()) if judgement is not None else Side(),
+            baseline.get(run_pk) or Side(),
             prospective.get(run_pk),
             tickets[run_pk],
             expired=run_pk in expired,
         )
-        for run_pk, _, judgement, run_id in pinned
+        for run_pk, _, _, run_id in pinned
     )
-    return compare_runs(job.pk, pairs)
+    scope = _scope(job.candidate_id, job.baseline_id) if job.baseline_id else None
+    return compare_runs(job.pk, pairs, scope)
+
+
+def baseline_sides(
+    job: ReplayJob, pinned: list[tuple[int, int, int | None, str]], judged: dict[int, int]
+) -> dict[int, Side]:
+    """What the job's baseline says of each pinned run, by run pk: the recorded judgement
+    where it was made under the baseline version (or the job has no baseline: a job from
+    before them), else the runs judged under the baseline as under any candidate."""
+    recorded_ids = {run_pk: judgement for run_pk, _, judgement, _ in pinned if judgement}
+    baseline = job.baseline
+    if baseline is not None and baseline.kind in (
+        PolicyCandidate.Kind.VERSION,
+        PolicyCandidate.Kind.DEFAULT,
+    ):
+        under_it = set(
+            Judgement.objects.filter(
+                pk__in=list(recorded_ids.values()), policy_number=baseline.number
+            ).values_list("pk", flat=True)
+        )
+        recorded_ids = {pk: j for pk, j in recorded_ids.items() if j in under_it}
+    elif baseline is not None:
+        recorded_ids = {}
+    recorded = sides_of(recorded_ids.values())
+    sides = {run_pk: recorded[judgement] for run_pk, judgement in recorded_ids.items()}
+    if baseline is not None:
+        rest = {pk: through for pk, through in judged.items() if pk not in sides}
+        if rest:
+            sides.update(prospective_sides(baseline, rest))
+    return sides
 
 
 def tickets_of(
@@ -179,6 +220,7 @@ def prospective_sides(candidate: PolicyCandidate, pins: dict[int, int]) -> dict[
                 verdict.rule,
                 verdict.value,
                 verdict.unsafe,
+                verdict.action,
             )
         for finding_id, finding in zip(item.finding_ids, item.judged.result.findings, strict=True):
             side.findings[finding.kind] = Found(finding_id, tuple(finding.evidence))
@@ -212,13 +254,14 @@ def sides_of(judgement_ids: Iterable[int]) -> dict[int, Side]:
     among, params = _in("judgement_id", ids)
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT judgement_id, id, entity, field, kind, reason, rule, value, unsafe "
+            "SELECT judgement_id, id, entity, field, kind, reason, rule, value, unsafe, action "
             f"FROM {verdicts} WHERE {among}",
             params,
         )
-        for judgement_id, verdict_id, entity, name, kind, reason, rule, value, unsafe in cursor:
+        for row in cursor:
+            judgement_id, verdict_id, entity, name, kind, reason, rule, value, unsafe, action = row
             sides[judgement_id].verdicts[(entity, name)] = Said(
-                verdict_id, kind, reason, rule, _json(value), bool(unsafe)
+                verdict_id, kind, reason, rule, _json(value), bool(unsafe), action
             )
         cursor.execute(
             f"SELECT judgement_id, id, kind, evidence FROM {findings} WHERE {among}", params

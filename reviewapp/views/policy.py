@@ -20,7 +20,7 @@ from reviewapp.engine import PolicyError
 from reviewapp.forms.fields import whole_number
 from reviewapp.forms.policy import DecisionForm, ImportForm, ProposalForm, PublishForm
 from reviewapp.judging.policies import default_policy_document
-from reviewapp.models import PolicyVersion, RuleProposal, Ticket
+from reviewapp.models import PolicyVersion, RuleProposal, Ticket, policy_name
 from reviewapp.policy import settlements, versions
 from reviewapp.policy.documents import describe_change, describe_rule, diff_documents, overlaps
 from reviewapp.policy.versions import (
@@ -221,6 +221,7 @@ def propose_preview(request: HttpRequest) -> HttpResponse:
                 settled=settled,
                 considered=considered,
                 preview_limit=settlements.PREVIEW_TICKET_LIMIT,
+                active_name=policy_name(active_document()[0]),
             )
         except (PolicyError, ValueError) as exc:
             context["error"] = str(exc)

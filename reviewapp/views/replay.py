@@ -32,10 +32,17 @@ from reviewapp.policy.candidates import (
     made_candidate_of_draft,
     made_candidate_of_proposal,
 )
+from reviewapp.policy.versions import active_document
 from reviewapp.replay import results
 from reviewapp.replay.compare import FLAGS
 from reviewapp.replay.fixtures import FixtureError
-from reviewapp.replay.impact import Impact, candidate_for, impact, replay_open_tickets
+from reviewapp.replay.impact import (
+    Impact,
+    candidate_for,
+    impact,
+    impact_superseded,
+    replay_open_tickets,
+)
 from reviewapp.replay.jobs import ReplayError, job_cancel, job_progress, job_retry
 from reviewapp.views.htmx import HtmxHttpRequest
 
@@ -46,7 +53,12 @@ RESULTS_PER_PAGE = 50
 def _job_or_404(pk: int) -> ReplayJob:
     return get_object_or_404(
         ReplayJob.objects.select_related(
-            "fixture_set", "candidate", "started_by", "cancelled_by", "candidate__proposal"
+            "fixture_set",
+            "candidate",
+            "baseline",
+            "started_by",
+            "cancelled_by",
+            "candidate__proposal",
         ),
         pk=pk,
     )
@@ -120,7 +132,8 @@ def _progress_context(request: HttpRequest, job: ReplayJob) -> dict:
 @require_GET
 def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     job = _job_or_404(pk)
-    return render(request, "replay/job.html", _progress_context(request, job))
+    context = {**_progress_context(request, job), "against": results.baseline_label(job)}
+    return render(request, "replay/job.html", context)
 
 
 @require_GET
@@ -175,6 +188,7 @@ def job_changes(request: HttpRequest, pk: int) -> HttpResponse:
         "category_label": results.CATEGORIES[category],
         "categories": results.CATEGORIES,
         "label": results.prospective_label(job),
+        "against": results.baseline_label(job),
         "query": f"category={category}",
     }
     return render(request, "replay/changes.html", context)
@@ -203,7 +217,7 @@ def job_group(request: HttpRequest, pk: int, result_id: int) -> HttpResponse:
         "result": result,
         "flags": results.flags_of(result),
         "label": results.prospective_label(job),
-        "recorded_label": results.recorded_label(recorded.policy_number if recorded else None),
+        "recorded_label": results.side_label(job, recorded),
         "observations": results.observations(result),
         "json": json.dumps(
             results.result_json(result, results.prospective_label(job)),
@@ -245,19 +259,25 @@ def _candidate(kind: str, pk: int, user) -> PolicyCandidate:
 
 
 def impact_found(kind: str, pk: int = 0) -> Impact | None:
-    """The candidate's impact as measured so far; None when nothing was ever made of the
-    draft or proposal as it stands, or it makes no valid policy. Reads only: a page that
-    shows it starts nothing, and makes nothing in its reader's name."""
+    """The candidate's impact as measured so far against the active version; else one
+    measured against an older version, shown as out of date; None when nothing was measured,
+    or it makes no valid policy. Reads only: a page that shows it starts nothing, and makes
+    nothing in its reader's name."""
+    proposal = None
     try:
         if kind == "draft":
             candidate = made_candidate_of_draft()
         elif kind == "proposal":
-            candidate = made_candidate_of_proposal(get_object_or_404(RuleProposal, pk=pk))
+            proposal = get_object_or_404(RuleProposal, pk=pk)
+            candidate = made_candidate_of_proposal(proposal)
         else:
             raise Http404("no such candidate")
-    except (PolicyError, ValueError):  # the draft refuses it: the page says why
+    except (PolicyError, ValueError):  # the active version refuses it: the page says why
         return None
-    return None if candidate is None else impact(candidate)
+    if candidate is not None:
+        return impact(candidate)
+    active, _ = active_document()
+    return impact_superseded(kind, proposal, active)
 
 
 @require_http_methods(["GET", "POST"])

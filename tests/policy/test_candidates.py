@@ -26,7 +26,12 @@ def propose(user, source: str):
 
 def test_the_draft_is_one_candidate_until_it_changes(reviewer, approver):
     first = candidate_of_draft(user=reviewer)
-    assert (first.kind, first.number, first.base_number, first.label) == ("draft", 1, 0, "v1 draft")
+    assert (first.kind, first.number, first.base_number, first.label) == (
+        "draft",
+        1,
+        0,
+        "the draft on the built-in default",
+    )
     assert candidate_of_draft(user=approver) == first
     proposal_decide(
         proposal=propose(reviewer, "refund-service"), user=approver, approve=True, reason=""
@@ -37,17 +42,16 @@ def test_the_draft_is_one_candidate_until_it_changes(reviewer, approver):
     assert policy_of_candidate(changed).version == 1
 
 
-def test_a_pending_proposal_is_judged_as_the_draft_with_it_applied(reviewer, approver):
+def test_a_pending_proposal_is_judged_as_the_active_version_with_it_alone(reviewer, approver):
+    # Its impact is its own: not that of the approved proposal waiting in the draft.
     proposal_decide(
         proposal=propose(reviewer, "refund-service"), user=approver, approve=True, reason=""
     )
     pending = propose(reviewer, "order-ledger")
     candidate = candidate_of_proposal(pending, user=approver)
-    assert candidate.label == f"v1 draft with proposal #{pending.pk}"
-    assert [rule["source"] for rule in candidate.document["rules"]] == [
-        "refund-service",
-        "order-ledger",
-    ]
+    assert candidate.label == f"the built-in default + proposal #{pending.pk}"
+    assert [rule["source"] for rule in candidate.document["rules"]] == ["order-ledger"]
+    assert candidate.base_number == 0
 
 
 def test_a_published_version_is_a_candidate_of_its_own_number(reviewer, approver):

@@ -130,7 +130,7 @@ def test_a_policy_file_is_a_candidate_of_its_own(small_desk, reviewer):
         None,
         None,
     )
-    assert candidate.label == f"policy file {candidate.sha256[:12]} (as v1)"
+    assert candidate.label == f"policy file {candidate.sha256[:12]} on the built-in default"
     fixture_set = freeze_ticket(Ticket.objects.first())
     job = job_start(fixture_set, candidate, send=False)
     job_work(job.pk, budget=30)

@@ -48,7 +48,7 @@ def finished(small_desk, reviewer, settings):
 def test_a_job_page_says_prospective_under_what_and_links_each_count(client, viewer, finished):
     client.force_login(viewer)
     body = client.get(reverse("replay-job", args=[finished.pk])).content.decode()
-    label = f"prospective under v1 draft with proposal #{finished.candidate.proposal_id}"
+    label = f"prospective under the built-in default + proposal #{finished.candidate.proposal_id}"
     assert label in body
     assert 'id="job-state">done<' in body
     assert "hx-trigger" not in body  # finished: nothing polls
@@ -129,7 +129,7 @@ def test_the_jobs_list_says_who_started_what(client, viewer, finished):
 def test_summary_json_and_results_lines_are_labelled(client, viewer, finished):
     client.force_login(viewer)
     summary = client.get(reverse("replay-json", args=[finished.pk])).json()
-    assert summary["label"].startswith("prospective under v1 draft with proposal #")
+    assert summary["label"].startswith("prospective under the built-in default + proposal #")
     assert summary["counts"]["newly_resolved"] == finished.counts["newly_resolved"]
     assert summary["resultSha256"] == finished.result_sha256
     lines = b"".join(client.get(reverse("replay-export", args=[finished.pk])).streaming_content)
@@ -137,10 +137,10 @@ def test_summary_json_and_results_lines_are_labelled(client, viewer, finished):
     assert len(rows) == finished.changed_groups
     assert all(row["label"] == summary["label"] for row in rows)
     assert (
-        rows[0]["recorded"]["kind"] == "conflict" and rows[0]["prospective"]["kind"] == "resolved"
+        rows[0]["baseline"]["kind"] == "conflict" and rows[0]["prospective"]["kind"] == "resolved"
     )
     assert (
-        rows[0]["recorded"]["policyVersion"] == 0 and rows[0]["prospective"]["policyVersion"] == 1
+        rows[0]["baseline"]["policyVersion"] == 0 and rows[0]["prospective"]["policyVersion"] == 1
     )
 
 
@@ -273,7 +273,7 @@ def test_a_proposal_s_impact_starts_as_it_is_proposed_not_as_its_page_is_read(
         client.force_login(user)
         page = client.get(reverse("proposal-detail", args=[proposal.pk])).content.decode()
         assert f'hx-get="{impact_url}"' in page and 'hx-trigger="every 1s"' in page
-        assert "prospective under v1 draft with proposal" in page
+        assert "prospective under the built-in default + proposal" in page
     for job in started:
         job_work(job.pk, budget=60)
     done = client.get(impact_url)
@@ -325,7 +325,7 @@ def test_approving_measures_the_draft_and_publishing_the_proposals_still_pending
     measured = ReplayJob.objects.exclude(pk=draft.pk).get()
     assert (measured.candidate.proposal, measured.candidate.base_number) == (pending, 1)
     page = client.get(reverse("proposal-detail", args=[pending.pk])).content.decode()
-    assert "prospective under v2 draft with proposal" in page
+    assert "prospective under v1 + proposal" in page
 
 
 def test_list_and_detail_pages_run_a_bounded_number_of_queries(
@@ -345,13 +345,14 @@ def test_list_and_detail_pages_run_a_bounded_number_of_queries(
     job.refresh_from_db()
     result = ReplayResult.objects.filter(job=job, changed=True).first()
     client.force_login(viewer)
-    # Session, user, two for permissions, then what each page shows (a page of rows at once).
+    # Session, user, two for permissions, then what each page shows (a page of rows at once;
+    # a job's page and its groups also read the active version, to name the baseline).
     pages = {
         reverse("replay-jobs"): 6,
-        reverse("replay-job", args=[job.pk]): 6,
+        reverse("replay-job", args=[job.pk]): 7,
         reverse("replay-progress", args=[job.pk]): 6,
-        reverse("replay-changes", args=[job.pk]) + "?category=changed": 7,
-        reverse("replay-changes", args=[job.pk]) + "?category=settled&page=2": 7,
+        reverse("replay-changes", args=[job.pk]) + "?category=changed": 8,
+        reverse("replay-changes", args=[job.pk]) + "?category=settled&page=2": 8,
         reverse("replay-group", args=[job.pk, result.pk]): 8,
         reverse("replay-fixtures"): 6,
         reverse("replay-fixtures") + "?origin=all": 6,

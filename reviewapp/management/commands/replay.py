@@ -1,15 +1,19 @@
 """manage.py replay FIXTURE_SET --policy VERSION|FILE [--json]: judge a fixture set again
-under a version (v3), the draft, a proposal applied to it (proposal-12) or a policy file,
-prospectively, for scripts and CI. --suite: every set in the regression suite;
---open-tickets: every open ticket's run, as the desk is now.
+under a version (v3), the draft, a proposal applied to the active version (proposal-12) or
+a policy file, prospectively, for scripts and CI, against the version it builds on (the
+active one; a version's own: the one it was drafted from). --suite: every set in the
+regression suite; --open-tickets: every open ticket's run, as the desk is now.
 
 The command works on the job itself, through the functions workers run (no worker needed;
 --workers sends it to them and follows it instead). A progress bar on a terminal; a summary
-at the end, or with --json one JSON object: {"jobs": [...], "regressionSuiteChanged": …}.
+at the end, or with --json one JSON object: {"jobs": [...], "regressions": N,
+"regressionSuiteChanged": …}.
 
-Exit code: 0 when nothing changed in any fixture set of the regression suite replayed
-(with --strict: in any set replayed), 1 when something did, 2 when the replay could not be
-done (an unknown set or policy, a failed job)."""
+A regression is a group that changed outside the policy's own change (the fields and
+actions its rules and settings name: what it means to change is not one). Exit code: 0 when
+no fixture set of the regression suite replayed has one (with --strict: when nothing
+changed at all, in any set replayed), 1 when one does, 2 when the replay could not be done
+(an unknown set or policy, a failed job)."""
 
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ from reviewapp.policy.candidates import candidate_of_file
 from reviewapp.replay.fixtures import FixtureError, in_suite, suite_sets
 from reviewapp.replay.impact import candidate_for, replay_open_tickets
 from reviewapp.replay.jobs import ReplayError, job_progress, job_start, job_work
-from reviewapp.replay.results import count_rows, job_json, prospective_label
+from reviewapp.replay.results import baseline_label, count_rows, job_json, prospective_label
 
 
 class Command(BaseCommand):
@@ -69,14 +73,21 @@ class Command(BaseCommand):
                 jobs = [self._replay(fixture_set, candidate, options) for fixture_set in sets]
         except (ReplayError, FixtureError, PolicyError, OSError, ValueError) as exc:
             self._fail(str(exc))
-        changed = False
+        changed, regressions = False, 0
         for fixture_set, job in zip(sets, jobs, strict=True):
             if job.state != ReplayJob.State.DONE:
                 self._fail(f"replay #{job.pk} of {fixture_set.name} {job.state}: {job.error}")
-            if job.changed_groups and (options["strict"] or in_suite(fixture_set)):
-                changed = True
+            if options["strict"]:
+                changed |= job.changed_groups > 0
+            elif in_suite(fixture_set):
+                changed |= job.regressions > 0
+            regressions += job.regressions
         if options["json"]:
-            document = {"jobs": [job_json(job) for job in jobs], "regressionSuiteChanged": changed}
+            document = {
+                "jobs": [job_json(job) for job in jobs],
+                "regressions": regressions,
+                "regressionSuiteChanged": changed,
+            }
             self.stdout.write(json.dumps(document, ensure_ascii=False))
         else:
             for fixture_set, job in zip(sets, jobs, strict=True):
@@ -148,7 +159,7 @@ class Command(BaseCommand):
         suite = " (regression suite)" if in_suite(fixture_set) else ""
         self.stdout.write(
             f"{fixture_set.name}{suite}: {counts['runs']:,} runs, {counts['groups']:,} groups, "
-            f"{prospective_label(job)} (replay #{job.pk})"
+            f"{prospective_label(job)}, {baseline_label(job)} (replay #{job.pk})"
         )
         if counts.get("runs_expired"):
             self.stdout.write(
