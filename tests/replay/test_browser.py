@@ -11,6 +11,8 @@ from reviewapp.policy.versions import proposal_decide
 from reviewapp.replay.impact import proposal_impact_start
 from tests.browser import chromium, log_in
 from tests.replay.conftest import propose_owner
+from tests.replay.test_own_impact import address_compared, owner_proposal, publish, two_field_run
+from tests.seeding import ingest_lines
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -100,4 +102,35 @@ def test_an_approver_sees_the_impact_of_a_proposal_before_deciding(
     assert page.is_visible("#approve")
     # Reading the page, and polling it, started nothing.
     assert set(ReplayJob.objects.values_list("pk", flat=True)) == started
+    page.close()
+
+
+def test_a_proposal_measured_before_a_publish_is_out_of_date_then_counts_its_own_rule(
+    browser, worker, live_server, tmp_path, reviewer, approver
+):
+    """Issue 26.1 in the browser: the second proposal's impact against v1 is shown out of
+    date once v2 is published; measured again, it is against v2 and counts its rule only."""
+    publish(address_compared(reviewer), approver, "v1")
+    lines = []
+    for number in range(12):
+        lines += two_field_run(f"b-{number}", address_disputed=number % 3 == 0)
+    ingest_lines(tmp_path, lines)
+    ledger = owner_proposal(reviewer, "order-ledger", "status")
+    address = owner_proposal(reviewer, "search-index", "address")
+    proposal_impact_start(address, user=reviewer)
+    publish(ledger, approver, "v2: the ledger owns status")
+    base = live_server.url
+    page = browser.new_page()
+    log_in(page, base, "abel")
+    page.goto(f"{base}/policy/proposals/{address.pk}/")
+    page.wait_for_selector("#impact-out-of-date", timeout=60_000)
+    assert "measured against v1; v2 is active since" in page.inner_text("#impact-out-of-date")
+    page.click("#impact-measure")
+    page.wait_for_selector("#impact-settled", timeout=60_000)
+    page.wait_for_selector("#impact-baseline")
+    assert "Against v2, the active version" in page.inner_text("#impact-baseline")
+    assert page.is_visible(f"text=prospective under v2 + proposal #{address.pk}")
+    # Four address tickets: the proposal's own; the twelve status tickets are v2's.
+    assert page.inner_text("#impact-settled") == "4 open tickets"
+    assert page.inner_text("#impact-newly_resolved") == "4"
     page.close()
