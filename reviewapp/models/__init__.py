@@ -22,7 +22,9 @@ from reviewapp.models.policy import (
     ProspectiveSettlement,
     RuleProposal,
     SettlementLabelling,
+    draft_name,
     policy_name,
+    proposal_name,
 )
 from reviewapp.models.privacy import ErasureRequest, ProtectedValue, RedactionRuleSet
 from reviewapp.models.replay import (
@@ -51,7 +53,9 @@ from reviewapp.models.shadow import (
 )
 
 __all__ = [
+    "draft_name",
     "policy_name",
+    "proposal_name",
     "ApiToken",
     "AuditChain",
     "AuditEvent",

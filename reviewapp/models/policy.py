@@ -23,14 +23,24 @@ def policy_name(policy: PolicyVersion | PolicyCandidate | int | None) -> str:
         return f"v{policy}" if policy else DEFAULT_NAME
     if isinstance(policy, PolicyVersion):
         return policy_name(policy.number)
-    kind, base = policy.kind, policy_name(policy.base_number)
+    kind, base = policy.kind, policy.base_number
     if kind == PolicyCandidate.Kind.PROPOSAL:
-        return f"{base} + proposal #{policy.proposal_id}"
+        return proposal_name(base, policy.proposal_id)
     if kind == PolicyCandidate.Kind.DRAFT:
-        return f"the draft on {base}"
+        return draft_name(base)
     if kind == PolicyCandidate.Kind.FILE:
-        return f"policy file {policy.sha256[:12]} on {base}"
+        return f"policy file {policy.sha256[:12]} on {policy_name(base)}"
     return policy_name(policy.number)
+
+
+def proposal_name(base_number: int, proposal_id: int | None) -> str:
+    """policy_name of a proposal's candidate, before one is made (a choice in a form)."""
+    return f"{policy_name(base_number)} + proposal #{proposal_id}"
+
+
+def draft_name(base_number: int) -> str:
+    """policy_name of the draft's candidate, before one is made."""
+    return f"the draft on {policy_name(base_number)}"
 
 
 class PolicyVersion(models.Model):
@@ -249,4 +259,4 @@ class SettlementLabelling(models.Model):
 
     def __str__(self) -> str:
         state = "labelled" if self.finished_at else "labelling"
-        return f"v{self.version_id} {state}"
+        return f"{self.version} {state}"

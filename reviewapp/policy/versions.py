@@ -63,6 +63,21 @@ def superseded(number: int, *, made: str = "measured") -> str:
     return f"{made} {policy_name(number)}; {policy_name(active)} is active{since}"
 
 
+def counted_under(versions: Iterable[tuple[int, int]]) -> str:
+    """Empty when every count was made under the active version; else, in words, which
+    versions made them: "counted under v1 (12 runs) and v2 (3 runs); v2 is active since
+    2 Dec 14:05". `versions`: (policy number, runs counted under it)."""
+    made = [(number, runs) for number, runs in versions if runs]
+    latest = latest_version()
+    active = latest.number if latest is not None else 0
+    if all(number == active for number, _ in made):
+        return ""
+    parts = [f"{policy_name(n)} ({runs} run{'' if runs == 1 else 's'})" for n, runs in made]
+    listed = ", ".join(parts[:-1]) + f" and {parts[-1]}" if len(parts) > 1 else parts[0]
+    since = f" since {latest.published_at:%-d %b %H:%M}" if latest is not None else ""
+    return f"counted under {listed}; {policy_name(active)} is active{since}"
+
+
 def approved_unpublished() -> list[RuleProposal]:
     return list(
         RuleProposal.objects.filter(state=RuleProposal.State.APPROVED, published_in__isnull=True)

@@ -247,7 +247,8 @@ def _compare_verdicts(job_id: int, pair: RunPair, prospective: Side, out: Compar
                 _unchanged(out, pair.run_id, f"{entity}\x1f{field_name}", seen)
                 continue
         flags = verdict_flags(was, now)
-        action = (now or was).action if (now or was) else None
+        either = now or was
+        action = either.action if either is not None else None
         reached = any(flags.values()) and out.scope.reaches(field_name, action)
         out.run_reached |= reached
         _add(

@@ -12,7 +12,7 @@ replay judgement as either)."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -136,7 +136,7 @@ def compare_item(job: ReplayJob, item: ReplayItem) -> Compared:
 
 
 def baseline_sides(
-    job: ReplayJob, pinned: list[tuple[int, int, int | None, str]], judged: dict[int, int]
+    job: ReplayJob, pinned: Sequence[tuple[int, int, int | None, str]], judged: dict[int, int]
 ) -> dict[int, Side]:
     """What the job's baseline says of each pinned run, by run pk: the recorded judgement
     where it was made under the baseline version (or the job has no baseline: a job from

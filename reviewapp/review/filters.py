@@ -23,7 +23,13 @@ from django.contrib.auth import get_user_model
 from django.db.models import Max, Q
 from django.utils import timezone
 
-from reviewapp.models import PolicyVersion, ProspectiveSettlement, TallyEntry, Ticket
+from reviewapp.models import (
+    PolicyVersion,
+    ProspectiveSettlement,
+    TallyEntry,
+    Ticket,
+    policy_name,
+)
 
 ASSIGNEE_ME, ASSIGNEE_NONE = "me", "unassigned"
 
@@ -94,7 +100,7 @@ DATE = Input(type="date")
 
 def versions() -> list[tuple[str, str]]:
     numbers = PolicyVersion.objects.order_by("-number").values_list("number", flat=True)
-    return [(str(n), f"v{n}") for n in numbers]
+    return [(str(n), policy_name(n)) for n in numbers]
 
 
 # --- a filter's cell in a queue row ---------------------------------------------------

@@ -20,6 +20,9 @@ from reviewapp.models import (
     PolicyVersion,
     RuleProposal,
     ShadowDesignation,
+    draft_name,
+    policy_name,
+    proposal_name,
 )
 from reviewapp.policy.candidates import (
     candidate_of_draft,
@@ -46,17 +49,17 @@ def candidate_choices() -> list[tuple[str, str]]:
     unpublished proposal applied to it, each published version but the active one."""
     active = latest_version()
     number = active.number if active else 0
-    choices = [("draft", f"v{number + 1} draft: the active version with every approved change")]
+    choices = [("draft", f"{draft_name(number)}: the active version with every approved change")]
     proposals = RuleProposal.objects.filter(
         state__in=[RuleProposal.State.PENDING, RuleProposal.State.APPROVED],
         published_in__isnull=True,
     ).order_by("-id")[:50]
     choices += [
-        (f"proposal-{p.pk}", f"v{number + 1} draft with proposal #{p.pk} ({p.state}): {p.sentence}")
+        (f"proposal-{p.pk}", f"{proposal_name(number, p.pk)} ({p.state}): {p.sentence}")
         for p in proposals
     ]
     versions = PolicyVersion.objects.exclude(number=number).order_by("-number")[:50]
-    choices += [(f"version-{v.number}", f"v{v.number}, published") for v in versions]
+    choices += [(f"version-{v.number}", f"{policy_name(v)}, published") for v in versions]
     return choices
 
 

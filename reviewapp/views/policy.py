@@ -119,8 +119,8 @@ def _document_for(label: str) -> tuple[str, dict]:
     number = whole_number(label)
     if number:
         version = get_object_or_404(PolicyVersion, number=number)
-        return f"v{version.number}", dict(version.document)
-    return "built-in default", default_policy_document()
+        return policy_name(version), dict(version.document)
+    return policy_name(0), default_policy_document()
 
 
 @require_GET

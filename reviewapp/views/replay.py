@@ -25,7 +25,16 @@ from reviewapp.accounts.roles import RUN_REPLAY
 from reviewapp.durable import worker_silent_since
 from reviewapp.engine import PolicyError
 from reviewapp.forms.replay import ReplayForm
-from reviewapp.models import PolicyCandidate, PolicyVersion, ReplayJob, ReplayResult, RuleProposal
+from reviewapp.models import (
+    PolicyCandidate,
+    PolicyVersion,
+    ReplayJob,
+    ReplayResult,
+    RuleProposal,
+    draft_name,
+    policy_name,
+    proposal_name,
+)
 from reviewapp.policy.candidates import (
     candidate_of_draft,
     candidate_of_proposal,
@@ -99,19 +108,21 @@ def open_tickets_replay(request: HttpRequest) -> HttpResponse:
 
 
 def policy_choices() -> list[tuple[str, str]]:
-    """What a replay can be under: the draft, a proposal applied to it, a version."""
+    """What a replay can be under: the draft, a proposal applied to the active version, a
+    version, each by its one name (models.policy_name)."""
     numbers = list(PolicyVersion.objects.values_list("number", flat=True)[:50])
+    active = numbers[0] if numbers else 0
     proposals = RuleProposal.objects.filter(
         state__in=(RuleProposal.State.PENDING, RuleProposal.State.APPROVED),
         published_in__isnull=True,
     ).values_list("pk", "sentence")[:50]
     return (
-        [("draft", "the draft (every approved proposal applied)")]
+        [("draft", f"{draft_name(active)} (every approved proposal applied)")]
         + [
-            (f"proposal-{pk}", f"the draft with proposal #{pk}: {text[:80]}")
+            (f"proposal-{pk}", f"{proposal_name(active, pk)}: {text[:80]}")
             for pk, text in proposals
         ]
-        + [(f"v{number}", f"v{number}") for number in numbers]
+        + [(f"v{number}", policy_name(number)) for number in numbers]
     )
 
 

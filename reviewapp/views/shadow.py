@@ -28,7 +28,8 @@ from reviewapp.gate.answers import answer_counts
 from reviewapp.infra.csv_export import attachment, csv_response
 from reviewapp.infra.days import Window
 from reviewapp.judging.blocking import DIMENSIONS, ItemFilter
-from reviewapp.models import PolicyVersion, ShadowBackfill, ShadowDesignation
+from reviewapp.models import PolicyVersion, ShadowBackfill, ShadowDesignation, policy_name
+from reviewapp.policy.versions import counted_under
 from reviewapp.reports.blocked import blocked_counts, blocked_runs, tickets_attach
 from reviewapp.shadow.backfill import backfill_start
 from reviewapp.shadow.compare import STATUSES, comparison, comparison_runs
@@ -99,6 +100,7 @@ def shadow_page(request: HttpRequest) -> HttpResponse:
         "window_error": window_error,
         "active_number": _active_number(),
         "blocked": blocked,
+        "counted_under": counted_under(blocked.versions),
         "blocked_chart": day_chart(
             "Blocked actions per day under the active policy",
             [(day, [n]) for day, n in blocked.by_day],
@@ -286,7 +288,7 @@ EXPORT_HEADER = ["source", "policy", "since", "until", "grouping", "value", "mea
 def _export(request: HttpRequest) -> tuple[Window, list[list[Any]], dict[str, Any]]:
     window, _ = window_asked(request.GET)
     number = _active_number()
-    active_label = f"v{number} (active)" if number else "built-in default (active)"
+    active_label = f"{policy_name(number)} (active)"
     blocked = blocked_counts(window)
     span = [window.since.isoformat(), window.until.isoformat()]
     rows: list[list[Any]] = [
@@ -295,7 +297,14 @@ def _export(request: HttpRequest) -> tuple[Window, list[list[Any]], dict[str, An
     ]
     document: dict[str, Any] = {
         "window": {"since": span[0], "until": span[1]},
-        "active": {"policy": active_label, "blocked": _as_json(blocked.rows())},
+        "active": {
+            "policy": active_label,
+            # Each run is counted as its current judgement says, made under these versions.
+            "countedUnder": [
+                {"policy": policy_name(n), "runs": runs} for n, runs in blocked.versions
+            ],
+            "blocked": _as_json(blocked.rows()),
+        },
     }
     wanted = whole_number(request.GET.get("designation"))
     designation = (
