@@ -121,7 +121,7 @@ def settlement_preview(
     newest first, up to PREVIEW_TICKET_LIMIT judged (beyond, the proposal's page replays
     them all). Its own effect: the active version with the change, less what the active
     version settles already (a ticket opened under an older one, say), as its replay counts."""
-    number, active = active_document()
+    _, active = active_document()
     policy = load_policy(apply_change(active, kind, change))
     candidates = open_conflicts(change.get("field") if kind != "document" else None)
     first = list(candidates.filter(pk__in=list(motivating)).select_related("run"))
@@ -135,7 +135,7 @@ def settlement_preview(
             settlement.ticket.pk
             for start in range(0, len(found), 500)
             for settlement in settlements(
-                load_policy({**active, "version": number}),
+                load_policy(active),
                 [s.ticket for s in found[start : start + 500]],
             )
         }

@@ -25,4 +25,6 @@ def code_spans(text: object) -> SafeString:
 def policy_name(policy: object) -> str:
     """The one name of a version (its number; 0 the built-in default) or candidate
     (reviewapp.models.policy_name)."""
+    if isinstance(policy, str) and policy.isdecimal():  # a number from a query string
+        policy = int(policy)
     return _policy_name(policy)  # type: ignore[arg-type]

@@ -45,7 +45,7 @@ def test_a_draft_in_shadow_counts_what_it_would_newly_block(
     page.select_option("#id_candidate", "draft")
     page.fill("#id_reason", "A week in shadow before publishing.")
     page.click("#put-in-shadow")
-    page.wait_for_selector("text=v2 draft is in shadow")
+    page.wait_for_selector("text=the draft on v1 is in shadow")
     designation = ShadowDesignation.objects.get()
     assert designation.started_by == approver and designation.candidate.kind == "draft"
 

@@ -42,7 +42,7 @@ def test_the_version_in_shadow_is_counted_as_brute_force_counts_it(draft_in_shad
 
     text = run("--version", str(number), "--since", str(window.since))
     assert f"would newly block {len(expected['new'])}," in text
-    assert "v2 draft (in shadow since" in text
+    assert "the draft on v1 (in shadow since" in text
 
 
 def test_the_active_version_alone_and_mistakes(demo_desk):
@@ -83,4 +83,4 @@ def test_the_candidate_in_shadow_now_is_the_one_counted(draft_in_shadow, reviewe
         "--candidate",
         str(draft_in_shadow.candidate_id),
     )
-    assert "v2 draft (in shadow since" in earlier
+    assert "the draft on v1 (in shadow since" in earlier
