@@ -142,10 +142,13 @@ def test_versions_are_readable_exportable_and_diffable(client, viewer, reviewer,
     diff = client.get(reverse("policy-diff"), {"from": "0", "to": "1"}).content.decode()
     assert "+</span> rule review-status" in diff
     # Unless told, the diff is between the last two published versions.
-    assert "<h1>The built-in default → v1</h1>" in client.get(reverse("policy-diff")).content.decode()
+    assert (
+        "<h1>Diff: the built-in default → v1</h1>"
+        in client.get(reverse("policy-diff")).content.decode()
+    )
     publish_review_rule(reviewer, approver, "eta")
     diff = client.get(reverse("policy-diff")).content.decode()
-    assert "<h1>v1 → v2</h1>" in diff and "+</span> rule review-eta" in diff
+    assert "<h1>Diff: v1 → v2</h1>" in diff and "+</span> rule review-eta" in diff
     assert '<option value="1" selected>' in diff and '<option value="2" selected>' in diff
 
 
