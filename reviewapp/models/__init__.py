@@ -32,7 +32,13 @@ from reviewapp.models.replay import (
     ReplayJob,
     ReplayResult,
 )
-from reviewapp.models.reports import MonthClosing, TallyEntry, TallyRun, TallyState
+from reviewapp.models.reports import (
+    FrozenDiscrepancy,
+    MonthClosing,
+    TallyEntry,
+    TallyRun,
+    TallyState,
+)
 from reviewapp.models.review import (
     AuditChain,
     AuditEvent,
@@ -63,6 +69,7 @@ __all__ = [
     "IngestBatch",
     "IngestPart",
     "Judgement",
+    "FrozenDiscrepancy",
     "MonthClosing",
     "PolicyCandidate",
     "PolicyVersion",
