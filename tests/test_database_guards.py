@@ -25,6 +25,7 @@ from reviewapp.models import (
     FixtureRun,
     FixtureSet,
     FixtureSuiteMark,
+    FrozenDiscrepancy,
     GateAnswer,
     GateMode,
     IngestBatch,
@@ -75,6 +76,7 @@ APPEND_ONLY = {
     FixtureRun,
     FixtureSet,
     FixtureSuiteMark,
+    FrozenDiscrepancy,
     Judgement,
     MonthClosing,
     PolicyCandidate,
@@ -131,8 +133,11 @@ def every_table_has_a_row(tmp_path, reviewer, approver):
     RedactionRuleSet.objects.create(
         number=1, document={"rules": []}, reason="r", created_by=approver
     )
-    MonthClosing.objects.create(
+    closing = MonthClosing.objects.create(
         month=date(2026, 8, 1), action="closed", figures={}, time_zone="UTC", actor=approver
+    )
+    FrozenDiscrepancy.objects.create(
+        closing=closing, run=ticket.run, origin="conflict", policy_number=0, outcome="open"
     )
     fixture_set = freeze_ticket(ticket, user=reviewer)
     suite_mark(fixture_set, in_suite=True, user=reviewer)

@@ -35,7 +35,13 @@ from reviewapp.models.replay import (
     ReplayJob,
     ReplayResult,
 )
-from reviewapp.models.reports import MonthClosing, TallyEntry, TallyRun, TallyState
+from reviewapp.models.reports import (
+    FrozenDiscrepancy,
+    MonthClosing,
+    TallyEntry,
+    TallyRun,
+    TallyState,
+)
 from reviewapp.models.review import (
     AuditChain,
     AuditEvent,
@@ -69,6 +75,7 @@ __all__ = [
     "IngestBatch",
     "IngestPart",
     "Judgement",
+    "FrozenDiscrepancy",
     "MonthClosing",
     "PolicyCandidate",
     "PolicyVersion",

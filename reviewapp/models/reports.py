@@ -1,6 +1,6 @@
 """Monthly tallies: the discrepancies of every run's current judgement, kept where they are
-cheap to count (derived, rebuilt at will), and the months closed into frozen figures
-(append-only, never rebuilt).
+cheap to count (derived, rebuilt at will), and the months closed into frozen figures with
+the discrepancies they counted (append-only, never rebuilt).
 
 TallyRun and TallyEntry are a reporting copy of what the verdicts, findings and tickets
 say: reviewapp.reports.entries brings them up to date from those tables (before every
@@ -151,6 +151,9 @@ class MonthClosing(models.Model):
     )
     reason = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Whether the discrepancies this closing counted were kept with it (FrozenDiscrepancy):
+    # every closing is since they are; one made before is not, and says its links are today's.
+    discrepancies_kept = models.BooleanField(default=False)
 
     class Meta:
         triggers = guards.append_only()
@@ -160,3 +163,37 @@ class MonthClosing(models.Model):
 
     def __str__(self) -> str:
         return f"{self.month:%Y-%m} {self.action}"
+
+
+class FrozenDiscrepancy(models.Model):
+    """A discrepancy a closing counted, as the month's TallyEntry said when it was frozen
+    (its outcome then): what a frozen figure opens. Append-only, like the closing."""
+
+    closing = models.ForeignKey(
+        MonthClosing, on_delete=models.PROTECT, db_index=False, related_name="+"
+    )
+    # Unchecked, as a TallyEntry's: runs, verdicts, findings and tickets are never deleted.
+    run = models.ForeignKey(
+        "Run", on_delete=models.PROTECT, db_constraint=False, db_index=False, related_name="+"
+    )
+    origin = models.CharField(max_length=10, choices=TallyEntry.Origin.choices)
+    field = models.TextField(blank=True)
+    entity = models.TextField(null=True, blank=True)
+    sources = models.TextField(blank=True)
+    rule = models.TextField(blank=True)
+    policy_number = models.PositiveIntegerField()
+    agent = models.CharField(max_length=200, blank=True)
+    finding_kind = models.CharField(max_length=60, blank=True)
+    verdict = guards.unchecked_reference("Verdict")
+    finding = guards.unchecked_reference("Finding")
+    ticket = guards.unchecked_reference("Ticket")
+    outcome = models.CharField(max_length=20, choices=TallyEntry.Outcome.choices)
+    cause = models.CharField(max_length=30, blank=True)
+
+    class Meta:
+        triggers = guards.append_only()
+        # A frozen figure's list: a closing's discrepancies of some outcomes.
+        indexes = [models.Index(fields=["closing", "outcome"], name="frozen_discrepancy_list")]
+
+    def __str__(self) -> str:
+        return f"{self.origin} {self.field or self.finding_kind} of run {self.run_id} (frozen)"

@@ -37,6 +37,7 @@ from reviewapp.infra.locks import transaction_lock
 from reviewapp.models import (
     AuditEvent,
     Finding,
+    FrozenDiscrepancy,
     Judgement,
     Run,
     TallyEntry,
@@ -56,6 +57,8 @@ ENTRY_COLUMNS = (
     "run_id, month, origin, field, entity, sources, rule, policy_number, agent, "
     "finding_kind, verdict_id, finding_id, ticket_id, outcome, cause"
 )
+# What a closing keeps of each entry of its month (FrozenDiscrepancy): all but the month.
+FROZEN_COLUMNS = ENTRY_COLUMNS.replace("month, ", "")
 # An entry's outcome and cause from its ticket `t` (never NULL here: see _pair_tickets).
 OUTCOME_OF_TICKET = (
     "CASE WHEN t.state = 'open' THEN 'open' WHEN t.resolution = 'explained' THEN 'reviewer' "
@@ -111,6 +114,26 @@ def _refresh(*, full: bool, wait: bool, at_most: int | None) -> int | None:
     except _LeftAsItWas:
         return None
     return len(changed)
+
+
+def tallies_held() -> None:
+    """Hold off every refresh until this transaction ends (waiting for one under way): what
+    it reads of the entries twice, it reads the same."""
+    _one_at_a_time(wait=True)
+
+
+def entries_freeze(closing_id: int, month: date) -> int:
+    """Keep the month's entries as they are now, with their closing (FrozenDiscrepancy):
+    what its frozen figures counted. The number kept. Under tallies_held, with the figures."""
+    frozen = _table(FrozenDiscrepancy)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {frozen} (closing_id, {FROZEN_COLUMNS}) "
+            f"SELECT %s, {FROZEN_COLUMNS} FROM {_table(TallyEntry)} "
+            f"WHERE month = %s ORDER BY run_id, id",
+            [closing_id, month],
+        )
+        return cursor.rowcount
 
 
 def _one_at_a_time(*, wait: bool) -> bool:

@@ -3,7 +3,10 @@ drift): CSV rows, one per month and one per breakdown value, and a JSON document
 are produced a year of months at a time, so a long range streams in bounded memory.
 
 A month without a tally has its counts empty (null), not zero; a drift is empty for a
-month that is not frozen, and zero for a frozen month nothing changed in since."""
+month that is not frozen, and zero for a frozen month nothing changed in since.
+
+A count has one name in both (COUNTS): a CSV column and a JSON key; its drift is the CSV's
+drift_NAME and the JSON's drift.counts.NAME (drift_runs and drift.runs for the runs)."""
 
 from __future__ import annotations
 
@@ -21,6 +24,19 @@ from reviewapp.reports.tally import DIMENSIONS, Counts, Row
 # Longest range one export covers.
 MAX_MONTHS = 120
 
+# Each count as exported: its name, the CSV's and the JSON's, and its outcome group
+# (tally.OUTCOME_GROUPS); the page's columns, and the conflicts and findings without a ticket.
+COUNTS = (
+    ("resolved_by_rule", "rule"),
+    ("explained_by_reviewer", "reviewer"),
+    ("explained", "explained"),
+    ("closed_unexplained", "closed_unexplained"),
+    ("open", "open"),
+    ("without_ticket", "untracked"),
+    ("unexplained", "unexplained"),
+    ("total", "all"),
+)
+
 HEADER = (
     "month",
     "time_zone",
@@ -30,19 +46,12 @@ HEADER = (
     "value",
     "runs",
     "verdict_groups",
-    "resolved_by_rule",
-    "explained_by_reviewer",
-    "explained",
-    "closed_unexplained",
-    "open",
-    "without_ticket",
-    "unexplained",
-    "total",
+    *(name for name, _ in COUNTS),
     "unexplained_change",
     "spike",
-    "drift_explained",
-    "drift_unexplained",
-    "drift_total",
+    # A frozen month's: today's figures less the frozen ones.
+    "drift_runs",
+    *(f"drift_{name}" for name, _ in COUNTS),
 )
 
 
@@ -72,6 +81,7 @@ def csv_rows(first: date, last: date) -> Iterator[list[Any]]:
             change=shown.change,
             spike=shown.spike,
             drift=None if view.drift is None else view.drift.counts,
+            drift_runs=None if view.drift is None else view.drift.runs,
             runs=shown.runs,
             groups=shown.groups if shown.has_tally else None,
         )
@@ -111,24 +121,12 @@ def _row(
     change: int | None,
     spike: bool,
     drift: Counts | None,
+    drift_runs: int | None = None,
     runs: int | None = None,
     groups: int | None = None,
 ) -> list[Any]:
     frozen_at = view.status.frozen_at
-    figures: list[Any] = (
-        [None] * 8
-        if counts is None
-        else [
-            counts.rule,
-            counts.reviewer,
-            counts.explained,
-            counts.closed_unexplained,
-            counts.open,
-            counts.untracked,
-            counts.unexplained,
-            counts.total,
-        ]
-    )
+    figures = [None if counts is None else counts.of(group) for _, group in COUNTS]
     return [
         view.shown.key,
         _time_zone(view),
@@ -141,7 +139,8 @@ def _row(
         *figures,
         change,
         spike if counts is not None else None,
-        *([None] * 3 if drift is None else [drift.explained, drift.unexplained, drift.total]),
+        drift_runs,
+        *(None if drift is None else drift.of(group) for _, group in COUNTS),
     ]
 
 
@@ -159,12 +158,7 @@ def json_chunks(first: date, last: date) -> Iterator[str]:
 
 
 def _counts_json(counts: Counts) -> dict[str, int]:
-    return {
-        **counts.as_dict(),
-        "explained": counts.explained,
-        "unexplained": counts.unexplained,
-        "total": counts.total,
-    }
+    return {name: counts.of(group) for name, group in COUNTS}
 
 
 def month_json(view: MonthView) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """The discrepancies behind one number of a month's tally, one by one: what a figure of
 the tallies page drills down to when the queue cannot show it (verdict groups resolved by
-a rule have no ticket; the queue has no rule or exact source-pair filter)."""
+a rule have no ticket; the queue has no rule or exact source-pair filter), and what a
+frozen figure counted (kept with its closing: the queue shows only today's tickets)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
-from reviewapp.models import TallyEntry
+from reviewapp.models import FrozenDiscrepancy, MonthClosing, TallyEntry
 from reviewapp.reports.tally import DIMENSIONS, OUTCOME_GROUPS
 
 FINDING = TallyEntry.Origin.FINDING
@@ -21,19 +22,37 @@ COLUMNS = (
 
 
 def discrepancies(
-    month: date, group: str, dimension: str = "", key: tuple[str, ...] = ()
-) -> QuerySet[TallyEntry, dict[str, Any]]:
+    month: date,
+    group: str,
+    dimension: str = "",
+    key: tuple[str, ...] = (),
+    *,
+    frozen: MonthClosing | None = None,
+) -> QuerySet[Any, dict[str, Any]]:
     """The month's discrepancies with an outcome of `group` (see tally.OUTCOME_GROUPS)
-    and, given a breakdown, its value `key`, as COLUMNS values; in run order."""
+    and, given a breakdown, its value `key`, as COLUMNS values; in run order. Today's, or
+    with `frozen` (a closing of the month that kept them) those it counted, as then."""
     selected = Q(outcome__in=OUTCOME_GROUPS.get(group, OUTCOME_GROUPS["all"]))
     if dimension in DIMENSIONS and key:
         selected &= _of_value(dimension, key)
-    return (
+    found: QuerySet[Any] = (
         TallyEntry.objects.filter(month=month)
-        .filter(selected)
-        .order_by("run_id", "id")
-        .values(*COLUMNS)
+        if frozen is None
+        else FrozenDiscrepancy.objects.filter(closing=frozen)
     )
+    return found.filter(selected).order_by("run_id", "id").values(*COLUMNS)
+
+
+def frozen_closing(month: date, closing_id: int | None) -> MonthClosing | None:
+    """The closing of the month with this id, if it kept what it counted."""
+    if closing_id is None or closing_id >= 2**63:  # no bigint: no closing
+        return None
+    return MonthClosing.objects.filter(
+        pk=closing_id,
+        month=month,
+        action=MonthClosing.Action.CLOSED,
+        discrepancies_kept=True,
+    ).first()
 
 
 def _of_value(dimension: str, key: tuple[str, ...]) -> Q:

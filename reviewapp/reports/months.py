@@ -4,7 +4,8 @@ closed later, more lines or a newer policy do not silently rewrite what was repo
 A month is closed TALLY_CLOSE_AFTER_DAYS after it ends by the periodic job
 (close_due_months), or earlier, once it has ended, by someone who may close months. It can
 be reopened with a reason (and closed again later, by hand: the job closes only months
-never closed). Each closing and reopening is a MonthClosing row and an AuditEvent. What
+never closed). Each closing and reopening is a MonthClosing row and an AuditEvent; a
+closing keeps the discrepancies it counted (FrozenDiscrepancy), what its figures open. What
 changed since a month was frozen is its drift: today's figures less the frozen ones."""
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from reviewapp.reports.calendar import (
     months_between,
     tally_zone,
 )
-from reviewapp.reports.entries import kept_months, tallies_refresh
+from reviewapp.reports.entries import entries_freeze, kept_months, tallies_held, tallies_refresh
 from reviewapp.reports.tally import (
     DIMENSIONS,
     Counts,
@@ -82,6 +83,8 @@ def month_close(month: date, *, actor=None, reason: str = "") -> MonthClosing:
     tallies_refresh(full=True)
     with transaction.atomic():
         _one_at_a_time()
+        # The figures and the discrepancies kept with them, read with no refresh between.
+        tallies_held()
         frozen_at = month_statuses([month])[month].frozen_at
         if frozen_at is not None:
             raise MonthError(f"{month_key(month)} was closed on {frozen_at:%Y-%m-%d}")
@@ -95,7 +98,11 @@ def month_close(month: date, *, actor=None, reason: str = "") -> MonthClosing:
             time_zone=settings.TALLY_TIME_ZONE,
             actor=actor,
             reason=reason.strip(),
+            discrepancies_kept=True,
         )
+        kept = entries_freeze(closing.pk, month)
+        if kept != tally.counts.total:  # cannot be, under tallies_held: refuse all the same
+            raise MonthError(f"{month_key(month)} counted {tally.counts.total}, kept {kept}")
         _audit(closing, "month closed", counts=tally.counts.as_dict())
     return closing
 
@@ -181,6 +188,14 @@ class Drift:
     @property
     def any(self) -> bool:
         return self.counts != Counts() or self.runs != 0 or any(self.rows.values())
+
+
+def since_frozen(change: int) -> str:
+    """A drift in words, said beside today's figure ("44 today (7 fewer than when frozen)"):
+    a signed number beside a frozen one would read as arithmetic."""
+    if change == 0:
+        return "as many as when frozen"
+    return f"{abs(change)} {'more' if change > 0 else 'fewer'} than when frozen"
 
 
 def drift(frozen: MonthTally, live: MonthTally) -> Drift:

@@ -34,7 +34,7 @@ from reviewapp.reports.calendar import (
     month_parse,
     tally_zone,
 )
-from reviewapp.reports.chart import stacked_bars
+from reviewapp.reports.chart import Bar, stacked_bars
 from reviewapp.reports.entries import (
     newest_kept_month,
     tallies_refresh,
@@ -43,7 +43,7 @@ from reviewapp.reports.entries import (
 )
 from reviewapp.reports.tally import DIMENSIONS, OUTCOME_TITLES, Counts, Row
 from reviewapp.review.stamp import cached, data_stamp
-from reviewapp.views.tally_cells import Drill, cells, signed
+from reviewapp.views.tally_cells import Drill, cells, signed, today
 
 MONTHS_SHOWN = 12
 ITEMS_PER_PAGE = 50
@@ -62,9 +62,8 @@ def _month_row(view: months.MonthView) -> dict:
         "view": view,
         "label": month_label(shown.month),
         "key": shown.key,
-        "cells": cells(Drill(shown.month), shown.counts, drift=_drift(view))
-        if shown.has_tally
-        else [],
+        "cells": cells(Drill.of(view), shown.counts, drift=_drift(view)) if shown.has_tally else [],
+        "runs_today": _runs_today(view),
         "change": _change(shown.change),
     }
 
@@ -77,8 +76,29 @@ def _drift(view: months.MonthView) -> Counts | None:
     return None if view.drift is None else view.drift.counts
 
 
+def _runs_today(view: months.MonthView) -> dict | None:
+    """A frozen month's runs today, in words, when they are not as many as when frozen."""
+    if view.drift is None or not view.shown.has_tally:
+        return None
+    return today(view.shown.runs or 0, view.drift.runs)
+
+
+def _bar(bar: Bar) -> dict:
+    """A bar's links: what its halves counted, or today's lists for a frozen month whose
+    closing did not keep them (the bar's title says so)."""
+    drill, counts = Drill.of(bar.view), bar.view.shown.counts
+    return {
+        "bar": bar,
+        "explained_url": drill.url("explained", counts) or drill.today_url("explained", counts),
+        "unexplained_url": drill.url("unexplained", counts)
+        or drill.today_url("unexplained", counts),
+        "as_frozen": " when frozen" if drill.frozen else "",
+        "opens_today": not drill.list_kept,
+    }
+
+
 def _breakdowns(view: months.MonthView) -> list[dict]:
-    drill, drift = Drill(view.shown.month), view.drift
+    drill, drift = Drill.of(view), view.drift
     tables = []
     for name, title in DIMENSIONS.items():
         rows: list[Row] = (view.shown.breakdowns or {}).get(name, [])
@@ -101,9 +121,13 @@ def _breakdowns(view: months.MonthView) -> list[dict]:
                     }
                     for row in rows
                 ],
-                # Values that appeared since the month was frozen.
+                # Values that appeared since the month was frozen: today's alone.
                 "new": [
-                    (Row(name, key, Counts(), None).label, signed(delta.total))
+                    {
+                        "label": Row(name, key, Counts(), None).label,
+                        "today": f"{delta.total} today",
+                        "url": drill.today_url("all", delta, name, key),
+                    }
                     for key, delta in sorted(changed.items())
                     if key not in {row.key for row in rows}
                 ],
@@ -155,25 +179,15 @@ def tallies(request: HttpRequest) -> HttpResponse:
         "time_zone": settings.TALLY_TIME_ZONE,
         "close_after_days": settings.TALLY_CLOSE_AFTER_DAYS,
         "chart": chart,
-        "bars": [
-            {
-                "bar": bar,
-                "explained_url": Drill(bar.view.shown.month).url(
-                    "explained", bar.view.shown.counts
-                ),
-                "unexplained_url": Drill(bar.view.shown.month).url(
-                    "unexplained", bar.view.shown.counts
-                ),
-            }
-            for bar in chart.bars
-        ],
+        "bars": [_bar(bar) for bar in chart.bars],
         "months": [_month_row(view) for view in reversed(overview)],
         "detail": detail,
         "detail_label": month_label(selected),
         "detail_key": month_key(selected),
-        "detail_cells": cells(Drill(selected), detail.shown.counts, drift=_drift(detail))
+        "detail_cells": cells(Drill.of(detail), detail.shown.counts, drift=_drift(detail))
         if detail.shown.has_tally
         else [],
+        "detail_runs_today": _runs_today(detail),
         "detail_change": _change(detail.shown.change),
         "breakdowns": _breakdowns(detail) if detail.shown.has_tally else [],
         "titles": OUTCOME_TITLES,
@@ -212,8 +226,15 @@ def tally_discrepancies(request: HttpRequest, month: str) -> HttpResponse:
     key: tuple[str, ...] = (request.GET.get("value", "")[:200],)
     if dimension == "rule":
         key += (request.GET.get("version", "")[:10],)
-    tallies_refresh()
-    found = items.discrepancies(when, group, dimension, key)
+    frozen = None
+    if "frozen" in request.GET:
+        # What a frozen figure counted: a closing of this month that kept it, or nothing.
+        frozen = items.frozen_closing(when, whole_number(request.GET["frozen"]))
+        if frozen is None:
+            raise Http404("no closing of this month kept what it counted")
+    else:
+        tallies_refresh()
+    found = items.discrepancies(when, group, dimension, key, frozen=frozen)
     page = Paginator(found, ITEMS_PER_PAGE).get_page(whole_number(request.GET.get("page")) or 1)
     page.object_list = [
         {**item, "outcome_title": OUTCOME_TITLES[item["outcome"]]} for item in page.object_list
@@ -226,13 +247,20 @@ def tally_discrepancies(request: HttpRequest, month: str) -> HttpResponse:
         "value": Row(dimension, key, Counts(), None).label if dimension else "",
         "page": page,
         "query": _without_page(request),
+        "frozen": frozen,
+        "today_query": _without(request, "page", "frozen"),
     }
     return render(request, "reports/discrepancies.html", context)
 
 
 def _without_page(request: HttpRequest) -> str:
+    return _without(request, "page")
+
+
+def _without(request: HttpRequest, *names: str) -> str:
     params = request.GET.copy()
-    params.pop("page", None)
+    for name in names:
+        params.pop(name, None)
     return params.urlencode()
 
 

@@ -254,12 +254,12 @@ def test_the_json_download_and_the_command(client, months, viewer, approver):
     assert september["drift"] == {
         "runs": 0,
         "counts": {
-            "rule": 0,
-            "reviewer": 0,
+            "resolved_by_rule": 0,
+            "explained_by_reviewer": 0,
+            "explained": 0,
             "closed_unexplained": 0,
             "open": 0,
-            "untracked": 0,
-            "explained": 0,
+            "without_ticket": 0,
             "unexplained": 0,
             "total": 0,
         },

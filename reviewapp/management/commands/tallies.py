@@ -14,7 +14,7 @@ from reviewapp.infra.csv_export import csv_lines
 from reviewapp.reports import exports
 from reviewapp.reports.calendar import month_add, month_label, month_parse
 from reviewapp.reports.entries import tallies_refresh
-from reviewapp.reports.months import month_views
+from reviewapp.reports.months import month_views, since_frozen
 from reviewapp.reports.tally import DIMENSIONS
 
 
@@ -66,11 +66,15 @@ class Command(BaseCommand):
             f"{counts.open}, without a ticket {counts.untracked}){change}{spike}"
         )
         if view.drift is not None and view.drift.any:
-            drift = view.drift.counts
+            drift, runs = view.drift.counts, (shown.runs or 0) + view.drift.runs
+            now = counts + drift
             self.stdout.write(
-                f"  since frozen: explained {drift.explained:+d}, unexplained "
-                f"{drift.unexplained:+d}"
+                f"  today: {runs} runs ({since_frozen(view.drift.runs)}); "
+                f"explained {now.explained} ({since_frozen(drift.explained)}), "
+                f"unexplained {now.unexplained} ({since_frozen(drift.unexplained)})"
             )
+        elif view.drift is not None:
+            self.stdout.write("  today: as when frozen")
         for name, title in DIMENSIONS.items():
             rows = (shown.breakdowns or {}).get(name, [])
             if rows:
