@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('reviewapp', '0041_raw_data_permission'),
+        ('reviewapp', '0042_replay_baseline_and_default_candidate'),
     ]
 
     operations = [
