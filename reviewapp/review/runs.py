@@ -17,7 +17,7 @@ from reviewapp.engine import (
     parse_record,
 )
 from reviewapp.models import Finding, Run, Ticket, TraceRecord, Verdict
-from reviewapp.review.opening import value_text
+from reviewapp.review.disputed import value_text
 
 SHOWN_RECORDS = 500
 

@@ -27,6 +27,7 @@ from reviewapp.models import AuditEvent, Run, Ticket, TicketComment
 from reviewapp.privacy.access import RawAccessRefused
 from reviewapp.review import changes, counts, errors, queue, raw, related, runs, stamp
 from reviewapp.review import filters as defined
+from reviewapp.review.disputed import disputed_sides
 from reviewapp.review.evidence import ticket_evidence, with_judgement
 from reviewapp.review.filters import ASSIGNEE_ME, ASSIGNEE_NONE
 from reviewapp.review.raw import IDENTITIES_RAW, IDENTITIES_TOKENS
@@ -291,6 +292,7 @@ def ticket_detail(request: HttpRequest, ticket_id: int) -> HttpResponse:
         "family_url": _queue_url(queue.QueueFilters(family=ticket.fingerprint, state="")),
         "related_shown": RELATED_SHOWN,
         "later": related.later_judgement(ticket),
+        "disputed": disputed_sides(ticket.disputed),
         # Newer versions that would settle this ticket: labels, never changes to it. Only a
         # version newer than the ticket's can have any.
         "settlements": ticket.settlements.select_related("policy_version").order_by(
