@@ -12,7 +12,7 @@ from reviewapp.models import AuditEvent, Ticket, TraceLine, TraceRecord
 from reviewapp.privacy.tokens import token_of
 from reviewapp.review import changes, related
 from tests.paths import SPEC as SPEC_DIR
-from tests.seeding import desk_lines, ingest_lines, review_desk_trace
+from tests.seeding import desk_lines, ingest_lines, line, review_desk_trace
 
 pytestmark = pytest.mark.django_db
 
@@ -703,6 +703,32 @@ def test_the_run_page_shows_the_whole_run_as_a_timeline(
         assert f'<a href="/tickets/{ticket.pk}/">#{ticket.pk}</a>' in body
     # Trace content is escaped.
     assert "<script>alert(1)</script>" not in body
+
+
+def test_a_value_that_is_an_object_is_shown_as_json_on_the_ticket_page(client, viewer, tmp_path):
+    chosen = {"status": "refunded", "note": "<b>x</b>"}
+    ingest_lines(
+        tmp_path,
+        [
+            *review_desk_trace(),
+            line(
+                runId="run-partial",
+                type="observation_resolution",
+                kind="resolved",
+                value=chosen,
+                confidence={"p": 0.9},
+            ),
+        ],
+    )
+    ticket = Ticket.objects.get(run__run_id="run-partial", kind="conflict")
+    client.force_login(viewer)
+    body = client.get(reverse("ticket-detail", args=[ticket.pk])).content.decode()
+    agent = body[body.index('id="agent-title"') :]
+    agent = agent[: agent.index("</article>")]
+    assert "&#x27;" not in agent and "<b>" not in agent
+    compact = json.dumps(chosen, separators=(",", ":"), sort_keys=True)
+    assert compact.replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;") in agent
+    assert "{&quot;p&quot;:0.9}" in agent
 
 
 def test_a_search_for_a_run_id_leads_to_the_run_page(client, viewer, desk):
