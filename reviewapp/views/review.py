@@ -307,7 +307,7 @@ def ticket_detail(request: HttpRequest, ticket_id: int) -> HttpResponse:
 @require_GET
 def run_detail(request: HttpRequest, run_pk: int) -> HttpResponse:
     """A run whole, as a timeline: its records, verdicts, findings and tickets."""
-    run = get_object_or_404(Run, pk=run_pk)
+    run = get_object_or_404(Run.objects.select_related("current_judgement"), pk=run_pk)
     return render(request, "review/run.html", {"timeline": runs.run_timeline(run)})
 
 
