@@ -7,7 +7,7 @@ Everything else in Crosscheck is plumbing around this oracle.
 """
 
 from .findings import Finding
-from .judge import RunJudgement, Verdict, judge_run, judge_runs
+from .judge import RunJudgement, Verdict, judge_run, judge_runs, partial_result_errors
 from .normalize import Normalizer, canonical
 from .policy import Policy, PolicyError, load_policy
 from .records import (
@@ -15,6 +15,7 @@ from .records import (
     UTF8_BOM,
     AgentAction,
     Observation,
+    ObservationError,
     Record,
     RecordError,
     Resolution,
@@ -35,6 +36,7 @@ __all__ = [
     "Finding",
     "Normalizer",
     "Observation",
+    "ObservationError",
     "Policy",
     "PolicyError",
     "Record",
@@ -53,5 +55,6 @@ __all__ = [
     "load_policy",
     "parse_line",
     "parse_record",
+    "partial_result_errors",
     "seq_taken_reason",
 ]

@@ -19,6 +19,7 @@ from .records import (
     RESERVED_OBSERVATION_KEYS,
     AgentAction,
     Observation,
+    ObservationError,
     Record,
     Resolution,
     RunStarted,
@@ -106,15 +107,24 @@ class _Group(msgspec.Struct, gc=False):
     blocked: bool = False
 
 
+def partial_result_errors(
+    observation: Observation, field: FieldPolicy
+) -> tuple[ObservationError, ...]:
+    """The errors of `observation` that make a group of `field` a partial result: those that
+    concern the field (a string error, an object error naming it or no field, the fallback
+    marker) and whose code is not harmless for it."""
+    return tuple(
+        error
+        for error in observation.errors_concerning(field.name)
+        if error.code not in field.harmless_errors
+    )
+
+
 def _blocking_errors(observation: Observation, field: FieldPolicy) -> bool:
-    """An error concerning the field (string error, object error naming it or no field, the
-    fallback marker) whose code is not harmless for it: a partial result."""
+    """Whether `observation` makes a group of `field` a partial result (partial_result_errors)."""
     if not observation.errors and not observation.fallback:
         return False
-    return any(
-        error.code not in field.harmless_errors
-        for error in observation.errors_concerning(field.name)
-    )
+    return bool(partial_result_errors(observation, field))
 
 
 def _blocking_error_names(observation: Observation, field: FieldPolicy) -> bool:

@@ -578,13 +578,63 @@ def _check_record(obj: Mapping[str, Any]) -> Record:
 # and the reference checker refuses. A record the schema or those checks refuse goes to
 # the reference checker, which gives the reason (or accepts what the schema is narrower
 # about: an integer beyond 64 bits, a subclass of dict).
+#
+# The same schemas are the records' JSON Schema (record_json_schema, which the API's OpenAPI
+# document serves): a key typed Any says in its annotation what the checks in Python accept.
+# A JSON null is as good as an optional key's absence.
+
+
+def _meta(description: str, schema: dict[str, Any] | None = None) -> msgspec.Meta:
+    return msgspec.Meta(description=description, extra_json_schema=schema or {})
+
+
+def _or_null(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+_OBJECT = _or_null({"type": "object"})
+_STRINGS = _or_null({"type": "array", "items": {"type": "string"}})
+_ERROR_OBJECT = {
+    "type": "object",
+    "description": "An error; with `field`, it concerns that field only.",
+    "properties": {
+        "code": {"description": "Any JSON value, read as text."},
+        "message": {"description": "Any JSON value, read as text."},
+        "field": _or_null({"type": "string"}),
+    },
+}
+_ERROR_CODE = {"type": "string", "description": "An error code; it concerns every field."}
 
 _NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
-_Position = Annotated[int, msgspec.Meta(ge=0)]
+_Position = Annotated[int, msgspec.Meta(ge=0, description="Its position in its run: 0, 1, ...")]
+_Time = Annotated[str, _meta("RFC 3339, by the caller's clock.")]
+_AnyJson = Annotated[Any, _meta("Any JSON value.")]
+_Arguments = Annotated[Any, _meta("The arguments actually sent.", _OBJECT)]
+_Subject = Annotated[Any, _meta('What the run is about, e.g. {"customerId": "c1"}.', _OBJECT)]
+_Errors = Annotated[
+    Any,
+    _meta(
+        "Warnings, partial failures, fallback markers.",
+        _or_null({"type": "array", "items": {"anyOf": [_ERROR_CODE, _ERROR_OBJECT]}}),
+    ),
+]
+_Ids = Annotated[Any, _meta("Observation ids.", _STRINGS)]
+_Fields = Annotated[Any, _meta("Decision fields.", _STRINGS)]
+_Entity = Annotated[
+    str,
+    _meta(
+        "The entity asked about; if absent, the first present of arguments.entity, orderId, "
+        "sku, customerId, accountId, id."
+    ),
+]
+_Outcome = Annotated[
+    Literal["success", "failure", "unknown"],
+    _meta("Of a mutation; unknown: a timeout, a connection lost."),
+]
 
 
 class _Schema(msgspec.Struct, rename="camel", tag_field="type", gc=False):
-    run_id: _NonEmpty
+    run_id: Annotated[str, msgspec.Meta(min_length=1, description="Its run.")]
 
     def build(self, obj: Mapping[str, Any]) -> Record | None:
         """The record, from this checked schema and the decoded `obj`; None when a key
@@ -593,9 +643,11 @@ class _Schema(msgspec.Struct, rename="camel", tag_field="type", gc=False):
 
 
 class _RunStartedSchema(_Schema, tag="run_started"):
+    """The start of a run (optional)."""
+
     agent: str | None = None
-    subject: Any = None
-    started_at: str | None = None
+    subject: _Subject = None
+    started_at: _Time | None = None
     seq: _Position | None = None
 
     def build(self, obj: Mapping[str, Any]) -> Record | None:
@@ -608,17 +660,19 @@ class _RunStartedSchema(_Schema, tag="run_started"):
 
 
 class _ToolCallSchema(_Schema, tag="tool_call"):
+    """An invocation of a tool; its observations join it by toolCallId."""
+
     tool_call_id: _NonEmpty
     tool: _NonEmpty
-    arguments: Any = None
-    entity: str | None = None
-    ok: bool | None = None
-    op_id: str | None = None
+    arguments: _Arguments = None
+    entity: _Entity | None = None
+    ok: Annotated[bool, _meta("Transport success.")] | None = None
+    op_id: Annotated[str, _meta("One logical operation, however many attempts.")] | None = None
     idempotency_key: str | None = None
-    attempt: int | None = None
-    outcome: Literal["success", "failure", "unknown"] | None = None
-    started_at: str | None = None
-    completed_at: str | None = None
+    attempt: Annotated[int, _meta("1 for the first attempt.")] | None = None
+    outcome: _Outcome | None = None
+    started_at: _Time | None = None
+    completed_at: _Time | None = None
     seq: _Position | None = None
 
     def build(self, obj: Mapping[str, Any]) -> Record | None:
@@ -673,19 +727,25 @@ def _plain_errors(items: Any) -> tuple[ObservationError, ...] | None:
 
 
 class _ObservationSchema(_Schema, tag="tool_observation"):
+    """A recorded result. Its business values: `value` for `field`, else `value`'s keys, else
+    any key that is not one of the record's own (`"status": "refunded"`)."""
+
     observation_id: _NonEmpty
-    source: _NonEmpty
-    tool_call_id: str | None = None
-    revision_domain: str | None = None
-    source_revision: int | None = None
-    entity: str | None = None
-    field: str | None = None
-    errors: Any = None
-    fallback: bool | None = None
+    source: Annotated[str, msgspec.Meta(min_length=1, description="What produced the value.")]
+    tool_call_id: Annotated[str, _meta("The invocation that produced it.")] | None = None
+    revision_domain: Annotated[str, _meta("What sourceRevision counts.")] | None = None
+    source_revision: Annotated[int, _meta("The version the source supplied.")] | None = None
+    entity: Annotated[str, _meta("The entity the response echoed.")] | None = None
+    field: Annotated[str, _meta("The decision field `value` holds.")] | None = None
+    value: _AnyJson = None
+    errors: _Errors = None
+    fallback: Annotated[bool, _meta("A cached fallback: counts as the error FALLBACK.")] | None = (
+        None
+    )
     event_id: str | None = None
     delivery_id: str | None = None
-    started_at: str | None = None
-    completed_at: str | None = None
+    started_at: _Time | None = None
+    completed_at: _Time | None = None
     seq: _Position | None = None
 
     def build(self, obj: Mapping[str, Any]) -> Record | None:
@@ -727,11 +787,20 @@ def _plain_strings(items: Any) -> tuple[str, ...] | None:
 
 
 class _ResolutionSchema(_Schema, tag="observation_resolution"):
-    kind: str | None = None
+    """What the agent's own runtime decided: shown beside the engine's verdict, never
+    trusted as the verdict."""
+
+    kind: Annotated[str, _meta("confirmed, resolved, conflict or needs_human_review.")] | None = (
+        None
+    )
     reason: str | None = None
     rule: str | None = None
-    evidence_ids: Any = None
-    disputed_fields: Any = None
+    status: _AnyJson = None
+    value: _AnyJson = None
+    evidence_ids: _Ids = None
+    disputed_fields: _Fields = None
+    policy_version: _AnyJson = None
+    confidence: _AnyJson = None
     reasoning: str | None = None
     seq: _Position | None = None
 
@@ -757,8 +826,10 @@ class _ResolutionSchema(_Schema, tag="observation_resolution"):
 
 
 class _AgentActionSchema(_Schema, tag="agent_action"):
+    """The side effect the agent proposed or executed after reading the observations."""
+
     name: _NonEmpty
-    arguments: Any = None
+    arguments: _Arguments = None
     op_id: str | None = None
     idempotency_key: str | None = None
     outcome: str | None = None
@@ -793,6 +864,56 @@ _SCHEMAS: dict[str | int | None, type[_Schema]] = {
     )
 }
 _convert = msgspec.convert
+
+
+# --- the records' JSON Schema -------------------------------------------------------
+
+_AnySchema = (
+    _RunStartedSchema
+    | _ToolCallSchema
+    | _ObservationSchema
+    | _ResolutionSchema
+    | _AgentActionSchema
+)
+_REF = "\x00{name}"  # what a reference is, until each schema has its name
+
+
+def record_schema_name(record_type: str) -> str:
+    """A record type's schema, named for it: ToolObservation for tool_observation."""
+    return "".join(part.capitalize() for part in record_type.split("_"))
+
+
+def record_json_schema(
+    ref_template: str = "#/$defs/{name}",
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The JSON Schema (2020-12) of one native record (spec/traces.md), and the schemas it
+    refers to, one per record type (record_schema_name), each reached by `ref_template`.
+
+    Made from the schemas lines are checked against, so the format is defined once. No key
+    has a default (an absent key is not its default value), and no schema forbids other
+    keys: a record keeps them all, and an observation's may be its fields."""
+    names = {schema.__name__: record_schema_name(str(tag)) for tag, schema in _SCHEMAS.items()}
+    (record,), components = msgspec.json.schema_components([_AnySchema], ref_template=_REF)
+
+    def named(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {
+                key: named(value)
+                for key, value in node.items()
+                if not (key == "default" and value is None)
+            }
+        if isinstance(node, list):
+            return [named(item) for item in node]
+        if isinstance(node, str) and node.startswith(_REF[0]):
+            return ref_template.format(name=names[node[1:]])
+        return node
+
+    schemas = {}
+    for tag, schema in _SCHEMAS.items():
+        body = named(components[schema.__name__])
+        body["title"] = tag
+        schemas[record_schema_name(str(tag))] = body
+    return named(record), schemas
 
 
 def parse_record(obj: Mapping[str, Any]) -> Record:

@@ -34,7 +34,9 @@ def judge_and_open(
     with stage("judge"):
         judged = judge(runs, active.policy)
     stored = judgements_store(judged, purpose=ACTIVE, policy=policy)
-    return tickets_open(stored, policy_number=active.number, batch_id=batch.pk, first=first)
+    return tickets_open(
+        stored, policy=active.policy, policy_number=active.number, batch_id=batch.pk, first=first
+    )
 
 
 def judge_stored_runs(

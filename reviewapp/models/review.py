@@ -49,8 +49,9 @@ class Ticket(models.Model):
     unsafe = models.BooleanField(default=False)
     sources = models.TextField(blank=True)
     agent = models.CharField(max_length=200, blank=True)
-    # [source, value] of each observation a conflict names, shortened: the queue row shows
-    # them side by side without reading the run (review/opening.py: disputed_values).
+    # [source, value] of each observation a conflict names, shortened, with the errors that
+    # make a partial result: the queue row shows them side by side without reading the run
+    # (review/disputed.py).
     disputed = models.JSONField(default=list, blank=True)
     # Indexed by ticket_family_created (fingerprint first).
     fingerprint = models.CharField(max_length=16)

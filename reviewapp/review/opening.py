@@ -13,10 +13,12 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from reviewapp.engine import ABSENT, Observation
+from reviewapp.engine import Observation, Policy
+from reviewapp.engine.judge import PARTIAL_RESULT
 from reviewapp.infra.bulk import insert_rows
 from reviewapp.judging.store import Stored
 from reviewapp.models import Ticket
+from reviewapp.review.disputed import disputed_values
 
 # One encoder for every key: json.dumps with arguments builds a new one at each call.
 _KEY_JSON = json.JSONEncoder(separators=(",", ":"))
@@ -73,45 +75,26 @@ TICKET_COLUMNS = (
     "disputed",
 )
 
-DISPUTED_VALUE_CHARACTERS = 60
-
-
-def value_text(value: Any) -> str:
-    """A disputed value as the queue row shows it: a string as itself, anything else as
-    JSON, shortened."""
-    if value is ABSENT:
-        text = "(absent)"
-    elif isinstance(value, str):
-        text = value
-    else:
-        text = json.dumps(value, separators=(",", ":"), sort_keys=True, default=str)
-    limit = DISPUTED_VALUE_CHARACTERS
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def disputed_values(field: str, observations: list[Observation]) -> list[list[str]]:
-    """[source, value] of each observation a conflict names, in the evidence's order, for
-    the queue row to show the values side by side (e.g. `refunded` vs `paid`)."""
-    return [[o.source, value_text(o.value_for(field))] for o in observations]
-
 
 def tickets_open(
-    stored: list[Stored], *, policy_number: int, batch_id: int, first: bool = False
+    stored: list[Stored], *, policy: Policy, policy_number: int, batch_id: int, first: bool = False
 ) -> int:
-    """Open the tickets of these judgements that became current; tickets already open for
-    the same run and key are left as they are; how many it opened (see _insert_new_tickets).
-    `first`: the runs' first judgements, so no ticket of theirs is looked for (one opened
-    meanwhile is still left as it is)."""
+    """Open the tickets of these judgements (made under `policy`, numbered `policy_number`)
+    that became current; tickets already open for the same run and key are left as they are;
+    how many it opened (see _insert_new_tickets). `first`: the runs' first judgements, so no
+    ticket of theirs is looked for (one opened meanwhile is still left as it is)."""
     rows = [
         row
         for item in stored
         if item.current
-        for row in _ticket_rows(item, policy_number=policy_number, batch_id=batch_id)
+        for row in _ticket_rows(item, policy, policy_number=policy_number, batch_id=batch_id)
     ]
     return _insert_new_tickets(rows, look_up=not first)
 
 
-def _ticket_rows(item: Stored, *, policy_number: int, batch_id: int) -> Iterator[tuple[Any, ...]]:
+def _ticket_rows(
+    item: Stored, policy: Policy, *, policy_number: int, batch_id: int
+) -> Iterator[tuple[Any, ...]]:
     """Ticket rows (TICKET_COLUMNS) for a judgement's conflicts and findings."""
     run, result = item.judged.run, item.judged.result
     observations = {r.observation_id: r for _, r in run.records if isinstance(r, Observation)}
@@ -139,7 +122,9 @@ def _ticket_rows(item: Stored, *, policy_number: int, batch_id: int) -> Iterator
             item.judgement_id,
             policy_number,
             batch_id,
-            disputed_values(verdict.field, involved),
+            disputed_values(
+                policy, verdict.field, involved, partial=verdict.reason == PARTIAL_RESULT
+            ),
         )
     for finding_id, finding in zip(item.finding_ids, result.findings, strict=True):
         label = f"{finding.kind} · {run.agent or 'unknown agent'}"

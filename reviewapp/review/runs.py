@@ -17,7 +17,7 @@ from reviewapp.engine import (
     parse_record,
 )
 from reviewapp.models import Finding, Run, Ticket, TraceRecord, Verdict
-from reviewapp.review.opening import value_text
+from reviewapp.review.disputed import value_text
 
 SHOWN_RECORDS = 500
 
@@ -46,6 +46,15 @@ class RunTimeline:
     verdicts: list[Verdict]
     findings: list[Finding]
     tickets: list[dict[str, Any]]
+    # The policy version its current judgement was made under (0: the built-in default),
+    # whose rules its verdicts name, and that version's name.
+    policy_number: int = 0
+    version: str = ""
+
+
+def version_name(number: int) -> str:
+    """A policy version as a page names it: v2; 0 is the built-in default."""
+    return f"v{number}" if number else "the built-in default"
 
 
 def _entry(record: TraceRecord, parsed: Any) -> RunEntry:
@@ -62,7 +71,8 @@ def _entry(record: TraceRecord, parsed: Any) -> RunEntry:
 
 def run_timeline(run: Run) -> RunTimeline:
     """The run whole, in at most five queries (records, their count past the shown ones,
-    verdicts, findings, tickets) whatever its size."""
+    verdicts, findings, tickets) whatever its size, and one more for its current judgement
+    unless `run` was read with it (select_related)."""
     records = list(
         TraceRecord.objects.filter(run_id=run.pk)
         .select_related("line__batch")
@@ -115,4 +125,8 @@ def run_timeline(run: Run) -> RunTimeline:
         .order_by("id")
         .values("pk", "state", "reason", "field", "finding_kind", "entity", "resolution")
     ]
-    return RunTimeline(run, entries, hidden, verdicts, findings, tickets)
+    judgement = run.current_judgement
+    number = judgement.policy_number if judgement is not None else 0
+    return RunTimeline(
+        run, entries, hidden, verdicts, findings, tickets, number, version_name(number)
+    )

@@ -1,6 +1,8 @@
 """GET /api/v1/openapi.json: the ingest API described for its clients and for schemathesis
 (tests/security/test_api_schema.py fuzzes every operation against it). Written by hand, next
-to the views it describes (views/ingest_api.py); served without a sign-in."""
+to the views it describes (views/ingest_api.py); served without a sign-in. The trace records
+are the engine's own schemas (engine.records.record_json_schema), as OpenAPI 3.0 spells
+them: the format is defined once."""
 
 from __future__ import annotations
 
@@ -10,7 +12,9 @@ from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
+from reviewapp.engine.records import record_json_schema
 from reviewapp.gate.check import MAX_RUN_ID
+from reviewapp.gate.modes import MAX_ACTION
 from reviewapp.ingest.receive import MAX_FILE_NAME, MAX_IDEMPOTENCY_KEY
 
 _ERROR = {"$ref": "#/components/schemas/Error"}
@@ -25,7 +29,65 @@ _UNAUTHORIZED = {
     **_answer("no valid bearer token"),
     "headers": {"WWW-Authenticate": {"schema": {"type": "string"}}},
 }
-_TRACES = {"type": "string", "format": "binary", "minLength": 1}
+_TRACES = {
+    "type": "string",
+    "format": "binary",
+    "minLength": 1,
+    "description": "JSON Lines: each line a trace record (TraceRecord), or a line of another "
+    "format the ingest reads (docs/formats.md).",
+}
+_SCHEMAS = "#/components/schemas/{name}"
+_NULL = {"type": "null"}
+
+
+def _openapi_3_0(node: Any) -> Any:
+    """A JSON Schema (2020-12) as OpenAPI 3.0 spells it: there, a value that may be null
+    is `nullable` (and an enum that may be null holds null), never of the type "null"."""
+    if isinstance(node, list):
+        return [_openapi_3_0(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    node = {key: _openapi_3_0(value) for key, value in node.items()}
+    options = node.get("anyOf")
+    if not isinstance(options, list) or _NULL not in options:
+        return node
+    others = [option for option in options if option != _NULL]
+    rest = {key: value for key, value in node.items() if key != "anyOf"}
+    if len(others) > 1:
+        return {**rest, "anyOf": others, "nullable": True}
+    (only,) = others
+    # A reference has no siblings in OpenAPI 3.0.
+    merged = {**rest, "allOf": [only]} if "$ref" in only else {**rest, **only}
+    if "enum" in merged:
+        merged["enum"] = [*merged["enum"], None]
+    return {**merged, "nullable": True}
+
+
+def _to_check(schema: dict[str, Any], *, optional: set[str], name: str) -> dict[str, Any]:
+    """A record as the gate takes the action it checks: `optional` keys have a default
+    there, and the name the gate modes know it by (`name`) has a length."""
+    properties = dict(schema["properties"])
+    properties[name] = {**properties[name], "maxLength": MAX_ACTION}
+    return {
+        **schema,
+        "properties": properties,
+        "required": [key for key in schema["required"] if key not in optional],
+    }
+
+
+def _record_schemas() -> dict[str, Any]:
+    """TraceRecord (any record, by its type), one schema per record type, and the two the
+    gate takes as the action it checks."""
+    record, components = record_json_schema(_SCHEMAS)
+    schemas = {"TraceRecord": record, **components}
+    schemas["AgentActionToCheck"] = _to_check(
+        components["AgentAction"], optional={"type", "runId"}, name="name"
+    )
+    schemas["ToolCallToCheck"] = _to_check(components["ToolCall"], optional={"runId"}, name="tool")
+    return _openapi_3_0(schemas)
+
+
+_RECORD_SCHEMAS = _record_schemas()
 
 # What a batch's counts mean while it runs (ingest.pipeline.stored_so_far) and once done.
 SO_FAR = (
@@ -110,8 +172,21 @@ DOCUMENT: dict[str, Any] = {
                                         "minLength": 1,
                                         "maxLength": MAX_RUN_ID,
                                     },
-                                    "records": {"type": "array", "items": {"type": "object"}},
-                                    "action": {"type": "object"},
+                                    "records": {
+                                        "type": "array",
+                                        "description": "The run's records so far, in "
+                                        "recording order, each of the run checked (runId).",
+                                        "items": {"$ref": "#/components/schemas/TraceRecord"},
+                                    },
+                                    "action": {
+                                        "description": "What the agent is about to do: an "
+                                        "agent action (type defaults to agent_action), or "
+                                        "a tool call; runId defaults to the run checked.",
+                                        "anyOf": [
+                                            {"$ref": "#/components/schemas/AgentActionToCheck"},
+                                            {"$ref": "#/components/schemas/ToolCallToCheck"},
+                                        ],
+                                    },
                                 },
                             }
                         }
@@ -175,6 +250,7 @@ DOCUMENT: dict[str, Any] = {
     "components": {
         "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         "schemas": {
+            **_RECORD_SCHEMAS,
             "Error": {
                 "type": "object",
                 "required": ["error"],

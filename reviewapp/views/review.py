@@ -27,6 +27,7 @@ from reviewapp.models import AuditEvent, Run, Ticket, TicketComment
 from reviewapp.privacy.access import RawAccessRefused
 from reviewapp.review import changes, counts, errors, queue, raw, related, runs, stamp
 from reviewapp.review import filters as defined
+from reviewapp.review.disputed import disputed_sides
 from reviewapp.review.evidence import ticket_evidence, with_judgement
 from reviewapp.review.filters import ASSIGNEE_ME, ASSIGNEE_NONE
 from reviewapp.review.raw import IDENTITIES_RAW, IDENTITIES_TOKENS
@@ -291,6 +292,7 @@ def ticket_detail(request: HttpRequest, ticket_id: int) -> HttpResponse:
         "family_url": _queue_url(queue.QueueFilters(family=ticket.fingerprint, state="")),
         "related_shown": RELATED_SHOWN,
         "later": related.later_judgement(ticket),
+        "disputed": disputed_sides(ticket.disputed),
         # Newer versions that would settle this ticket: labels, never changes to it. Only a
         # version newer than the ticket's can have any.
         "settlements": ticket.settlements.select_related("policy_version").order_by(
@@ -305,7 +307,7 @@ def ticket_detail(request: HttpRequest, ticket_id: int) -> HttpResponse:
 @require_GET
 def run_detail(request: HttpRequest, run_pk: int) -> HttpResponse:
     """A run whole, as a timeline: its records, verdicts, findings and tickets."""
-    run = get_object_or_404(Run, pk=run_pk)
+    run = get_object_or_404(Run.objects.select_related("current_judgement"), pk=run_pk)
     return render(request, "review/run.html", {"timeline": runs.run_timeline(run)})
 
 

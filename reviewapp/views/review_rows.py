@@ -19,6 +19,7 @@ from django.utils import timezone
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
+from reviewapp.review.disputed import disputed_sides, sides_title
 from reviewapp.review.filters import Cell, cells
 from reviewapp.review.related import judged_again
 from reviewapp.review.stamp import CACHE_SECONDS
@@ -86,7 +87,8 @@ def queue_rows(tickets: Iterable[Mapping[str, Any]], *, queue_query: str = "") -
     rows = []
     for ticket in tickets:
         # Numbers as text: a template formats a number for the locale, a fifth of its time here.
-        pk, disputed, closed_at = str(ticket["pk"]), ticket["disputed"], ticket["closed_at"]
+        pk, closed_at = str(ticket["pk"]), ticket["closed_at"]
+        sides = disputed_sides(ticket["disputed"])
         subject, entity = ticket["field"] or ticket["finding_kind"], ticket["entity"] or ""
         rows.append(
             {
@@ -105,9 +107,10 @@ def queue_rows(tickets: Iterable[Mapping[str, Any]], *, queue_query: str = "") -
                 ),
                 "subject": subject,
                 "entity": entity,
-                # The disputed values side by side; the title names the source of each.
-                "values": [value for _, value in disputed or ()],
-                "values_title": " vs ".join(f"{v} ({source})" for source, v in disputed or ()),
+                # The disputed values side by side, each with the errors that make a partial
+                # result and their source; the title names the source of each.
+                "sides": sides,
+                "values_title": sides_title(sides),
                 "cells": [_cell(cell, ticket[cell.column]) for cell in shown],
                 "age": age(ticket["created_at"], now),
                 "opened": f"opened {_when(ticket['created_at'])}"

@@ -263,7 +263,13 @@ def test_a_first_judgement_leaves_a_ticket_opened_meanwhile_as_it_is(tmp_path):
         current=True,
     )
     with transaction.atomic():
-        tickets_open([again], policy_number=0, batch_id=IngestBatch.objects.get().pk, first=True)
+        tickets_open(
+            [again],
+            policy=active_policy().policy,
+            policy_number=0,
+            batch_id=IngestBatch.objects.get().pk,
+            first=True,
+        )
     assert list(Ticket.objects.order_by("pk").values()) == before
 
 

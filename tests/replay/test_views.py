@@ -117,6 +117,53 @@ def test_trace_content_is_escaped_on_the_group_page(client, reviewer, tmp_path):
         assert hostile not in body and "&lt;script&gt;" in body, url
 
 
+def test_a_value_that_is_an_object_is_shown_as_json_on_the_group_and_changes_pages(
+    client, reviewer, tmp_path
+):
+    chosen = {"code": "refunded", "by": "<b>ledger</b>", "lines": [1, 2]}
+    ingest_lines(
+        tmp_path,
+        [
+            line(runId="obj", type="tool_call", toolCallId="c1", tool="t", arguments={}),
+            line(runId="obj", type="tool_call", toolCallId="c2", tool="t", arguments={}),
+            line(
+                runId="obj",
+                type="tool_observation",
+                observationId="a",
+                toolCallId="c1",
+                source="order-ledger",
+                status=chosen,
+            ),
+            line(
+                runId="obj",
+                type="tool_observation",
+                observationId="b",
+                toolCallId="c2",
+                source="x",
+                status={"code": "paid"},
+            ),
+        ],
+    )
+    fixture_set = freeze_ticket(Ticket.objects.get(run__run_id="obj"))
+    job = job_start(fixture_set, candidate_of_proposal(propose_owner(reviewer)), send=False)
+    job_work(job.pk, budget=30)
+    result = ReplayResult.objects.get(job=job)
+    assert result.prospective_verdict.value == chosen
+    client.force_login(reviewer)
+    group = client.get(reverse("replay-group", args=[job.pk, result.pk])).content.decode()
+    changes = client.get(reverse("replay-changes", args=[job.pk]), {"category": "changed"})
+    for body in (group, changes.content.decode()):
+        # Never Python's spelling of a dict ({'code': ...}), and trace content stays text.
+        assert "&#x27;" not in body and "<b>" not in body
+    prospective = group[group.index('id="prospective"') :]
+    pretty = (
+        json.dumps(chosen, indent=2, sort_keys=True).replace('"', "&quot;").replace("<", "&lt;")
+    )
+    assert f'<pre class="json">{pretty.replace(">", "&gt;")}</pre>' in prospective
+    compact = json.dumps(chosen, separators=(",", ":"), sort_keys=True).replace('"', "&quot;")
+    assert compact.replace("<", "&lt;").replace(">", "&gt;") in changes.content.decode()
+
+
 def test_the_jobs_list_says_who_started_what(client, viewer, finished):
     client.force_login(viewer)
     body = client.get(reverse("replay-jobs")).content.decode()

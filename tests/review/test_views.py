@@ -8,11 +8,11 @@ from urllib.parse import quote
 import pytest
 from django.urls import reverse
 
-from reviewapp.models import AuditEvent, Ticket, TraceLine, TraceRecord
+from reviewapp.models import AuditEvent, Run, Ticket, TraceLine, TraceRecord
 from reviewapp.privacy.tokens import token_of
 from reviewapp.review import changes, related
 from tests.paths import SPEC as SPEC_DIR
-from tests.seeding import desk_lines, ingest_lines, review_desk_trace
+from tests.seeding import desk_lines, ingest_lines, line, review_desk_trace
 
 pytestmark = pytest.mark.django_db
 
@@ -79,7 +79,8 @@ def test_a_row_shows_the_disputed_values_side_by_side(client, reviewer, desk):
     body = client.get(reverse("ticket-queue")).content.decode()
     row = re.search(rf'<tr data-ticket-url="/tickets/{stale.pk}/[?"].*?</tr>', body, re.S)
     assert row
-    assert '<code>Refunded</code> <span class="vs">vs</span> <code>paid</code>' in row.group(0)
+    shown = " ".join(row.group(0).split())
+    assert '<code>Refunded</code> <span class="vs">vs</span> <code>paid</code>' in shown
     assert 'title="Refunded (refund-service) vs paid (search-index)"' in row.group(0)
 
 
@@ -702,6 +703,60 @@ def test_the_run_page_shows_the_whole_run_as_a_timeline(
         assert f'<a href="/tickets/{ticket.pk}/">#{ticket.pk}</a>' in body
     # Trace content is escaped.
     assert "<script>alert(1)</script>" not in body
+
+
+def test_the_run_page_says_which_rule_of_which_version_resolved_each_group(
+    client, viewer, reviewer, approver, tmp_path
+):
+    from reviewapp.policy.versions import policy_version_publish, proposal_create, proposal_decide
+    from tests.seeding import owned_run
+
+    proposal = proposal_create(
+        user=reviewer,
+        kind="authoritative-source",
+        change={"field": "status", "source": "refund-service"},
+        rationale="refunds are the refund service's",
+    )
+    proposal_decide(proposal=proposal, user=approver, approve=True, reason="")
+    version = policy_version_publish(user=approver, reason="refund ownership")
+    ingest_lines(tmp_path, owned_run("owned", "refund-service", "search-index"))
+    run = Run.objects.get(run_id="owned")
+    client.force_login(viewer)
+    body = client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    verdicts = re.search(r'<ul class="compact" id="run-verdicts">(.*?)</ul>', body, re.S).group(1)
+    text = " ".join(re.sub(r"<[^>]+>", " ", verdicts).split())
+    assert text == (
+        f"resolved status of owned · by rule refund-service-owns-status of v{version.number}"
+        " → refunded · then issue_refund"
+    )
+    assert f'<a href="{reverse("policy-version", args=[version.number])}">v1</a>' in verdicts
+    assert "<code>refund-service-owns-status</code>" in verdicts
+
+
+def test_a_value_that_is_an_object_is_shown_as_json_on_the_ticket_page(client, viewer, tmp_path):
+    chosen = {"status": "refunded", "note": "<b>x</b>"}
+    ingest_lines(
+        tmp_path,
+        [
+            *review_desk_trace(),
+            line(
+                runId="run-partial",
+                type="observation_resolution",
+                kind="resolved",
+                value=chosen,
+                confidence={"p": 0.9},
+            ),
+        ],
+    )
+    ticket = Ticket.objects.get(run__run_id="run-partial", kind="conflict")
+    client.force_login(viewer)
+    body = client.get(reverse("ticket-detail", args=[ticket.pk])).content.decode()
+    agent = body[body.index('id="agent-title"') :]
+    agent = agent[: agent.index("</article>")]
+    assert "&#x27;" not in agent and "<b>" not in agent
+    compact = json.dumps(chosen, separators=(",", ":"), sort_keys=True)
+    assert compact.replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;") in agent
+    assert "{&quot;p&quot;:0.9}" in agent
 
 
 def test_a_search_for_a_run_id_leads_to_the_run_page(client, viewer, desk):

@@ -3,6 +3,8 @@ the document, the gate included, called with generated requests, valid and not, 
 token; 0 server errors, 0 answers that break the document, 0 invalid requests accepted.
 Bounded for every run; the slow variant (CROSSCHECK_SLOW=1) tries many more."""
 
+import json
+
 import pytest
 import schemathesis
 from django.core import signals
@@ -12,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
+from reviewapp.engine.records import record_json_schema
 from reviewapp.ingest.tokens import create_token
 from reviewapp.views.openapi import DOCUMENT
 
@@ -56,6 +59,41 @@ def test_the_document_is_served_without_a_sign_in(client):
     assert "no-store" in response["Cache-Control"]
 
 
+def test_the_gate_s_records_are_described_by_the_engine_s_record_schemas(client):
+    document = client.get("/api/v1/openapi.json").json()
+    schemas = document["components"]["schemas"]
+    body = document["paths"]["/api/v1/check"]["post"]["requestBody"]["content"]
+    properties = body["application/json"]["schema"]["properties"]
+    assert properties["records"]["items"] == {"$ref": "#/components/schemas/TraceRecord"}
+    # One definition: the engine's, as OpenAPI 3.0 spells it (null is `nullable`, no type).
+    record, components = record_json_schema("#/components/schemas/{name}")
+    assert schemas["TraceRecord"]["discriminator"] == record["discriminator"]
+    for name, schema in components.items():
+        assert set(schemas[name]["properties"]) == set(schema["properties"]), name
+        assert schemas[name]["required"] == schema["required"], name
+    assert '"null"' not in json.dumps(document)
+    assert schemas["ToolObservation"]["properties"]["entity"] == {
+        "description": "The entity the response echoed.",
+        "type": "string",
+        "nullable": True,
+    }
+    assert schemas["ToolCall"]["properties"]["outcome"]["enum"] == [
+        "failure",
+        "success",
+        "unknown",
+        None,
+    ]
+    # The action checked: an agent action (its type is the default) or a tool call, of the
+    # run checked (its runId is the default).
+    action = properties["action"]
+    assert [item["$ref"].rsplit("/", 1)[1] for item in action["anyOf"]] == [
+        "AgentActionToCheck",
+        "ToolCallToCheck",
+    ]
+    assert schemas["AgentActionToCheck"]["required"] == ["name"]
+    assert schemas["ToolCallToCheck"]["required"] == ["type", "toolCallId", "tool"]
+
+
 def test_every_operation_of_the_document_is_fuzzed(api_schema):
     paths = api_schema.raw_schema["paths"].values()
     served = {operation["operationId"] for path in paths for operation in path.values()}
@@ -74,13 +112,18 @@ def keeps_to_the_document(api_schema, token, operation_id, mode, examples):
     )
     def call(case):
         # A real token: what it guards is what is fuzzed (tests/ingest/test_api.py has
-        # the requests without one).
+        # the requests without one). Also given as the run's own credentials: a token only
+        # in the case's headers is taken for a generated one, which an answer (200) must not
+        # follow; given so, each answered request is sent again without a token and with a
+        # wrong one, and must be refused.
+        headers = None
         if operation.path != "/api/v1/openapi.json":
-            case.headers = {**(case.headers or {}), "Authorization": f"Bearer {token}"}
+            headers = {"Authorization": f"Bearer {token}"}
+            case.headers = {**(case.headers or {}), **headers}
         # Every check but "valid data is accepted": a generated Idempotency-Key comes back
         # with another body, and is rightly refused (422, as the document says); a
         # generated run's records are valid JSON but rarely valid records (400).
-        case.call_and_validate(excluded_checks=[positive_data_acceptance])
+        case.call_and_validate(headers=headers, excluded_checks=[positive_data_acceptance])
 
     call()
 
