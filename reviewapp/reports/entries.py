@@ -11,7 +11,9 @@ explained by a reviewer (with the ticket's cause), closed as unexplained, open; 
 ticket, untracked (reviewapp.reports.tally says how each is counted).
 
 A refresh reads again the runs whose current judgement, clock or agent is not what their
-TallyRun says, among those judged since the judgements it has surely seen; pairs the
+TallyRun says, among those judged since the judgements it has surely seen and those whose
+start moved without a judgement (Run.clock_moved: a late piece with an earlier span and
+no new record, ingest.runs); pairs the
 entries without a ticket; and takes again the outcome of entries whose ticket changed
 (every change of a ticket is an audit event) since the events it has surely seen. "Surely
 seen": what was written more than STRAGGLERS ago, so that a transaction that commits late
@@ -105,6 +107,7 @@ def _refresh(*, full: bool, wait: bool, at_most: int | None) -> int | None:
                 raise _LeftAsItWas
             if changed:
                 _read_again(changed, tally_zone())
+            _clocks_read()
             _pair_tickets()
             _outcomes_again(None if full else (state.events_seen, now - STRAGGLERS))
             _surely_seen(state, now - STRAGGLERS)
@@ -152,9 +155,11 @@ def _not_the_same(left: str, right: str) -> str:
 def _changed_runs(judged_after: int | None) -> list[tuple[Any, ...]]:
     """(run id, current judgement id, started_at, agent, verdict groups) of every judged
     run whose TallyRun is missing or no longer says what the run does; only among the runs
-    judged after `judged_after` when given."""
+    judged after `judged_after`, and those whose start moved, when given."""
     runs, kept, judgements = (_table(m) for m in (Run, TallyRun, Judgement))
-    recent = "" if judged_after is None else "AND r.current_judgement_id > %s "
+    recent = (
+        "" if judged_after is None else "AND (r.current_judgement_id > %s OR r.clock_moved) "
+    )
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT r.id, r.current_judgement_id, r.started_at, r.agent, "
@@ -208,6 +213,19 @@ def _read_again(rows: list[tuple[Any, ...]], zone) -> None:
             f"JOIN {_table(Finding)} f ON f.judgement_id = s.judgement_id "
             f"WHERE {within}",
             params,
+        )
+
+
+def _clocks_read() -> None:
+    """The runs whose moved start their TallyRun now has need not be read again. A start
+    that moves again sets the flag again; a run an ingest holds is left for the next
+    refresh, not waited for (a page may be refreshing)."""
+    runs, kept = _table(Run), _table(TallyRun)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {runs} SET clock_moved = false WHERE id IN (SELECT r.id FROM {runs} r "
+            f"JOIN {kept} s ON s.run_id = r.id WHERE r.clock_moved "
+            f"AND s.started_at = r.started_at FOR NO KEY UPDATE OF r SKIP LOCKED)"
         )
 
 
