@@ -35,7 +35,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='run',
             name='started_from',
-            field=models.CharField(choices=[('run_started', 'its run_started (startedAt)'), ('records', 'its earliest span or record'), ('arrival', 'when it arrived (no time in its records)')], db_default='arrival', max_length=12),
+            field=models.CharField(choices=[('run_started', 'from its run_started'), ('records', 'from its earliest span or record'), ('arrival', 'when it arrived: no time in its records')], db_default='arrival', max_length=12),
         ),
         migrations.AddIndex(
             model_name='run',

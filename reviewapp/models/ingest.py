@@ -184,9 +184,9 @@ class Run(models.Model):
     class Clock(models.TextChoices):
         """Where a run's start comes from (ingest.runs): the first that a run has."""
 
-        RUN_STARTED = "run_started", "its run_started (startedAt)"
-        RECORDS = "records", "its earliest span or record"
-        ARRIVAL = "arrival", "when it arrived (no time in its records)"
+        RUN_STARTED = "run_started", "from its run_started"
+        RECORDS = "records", "from its earliest span or record"
+        ARRIVAL = "arrival", "when it arrived: no time in its records"
 
     run_id = models.TextField()
     agent = models.CharField(max_length=200, blank=True)

@@ -107,7 +107,8 @@ def _refresh(*, full: bool, wait: bool, at_most: int | None) -> int | None:
                 raise _LeftAsItWas
             if changed:
                 _read_again(changed, tally_zone())
-            _clocks_read()
+            if full:
+                _clocks_read()
             _pair_tickets()
             _outcomes_again(None if full else (state.events_seen, now - STRAGGLERS))
             _surely_seen(state, now - STRAGGLERS)
@@ -180,7 +181,18 @@ def _read_again(rows: list[tuple[Any, ...]], zone) -> None:
     ids = [row[0] for row in rows]
     within, params = _within("run_id", ids)
     with connection.cursor() as cursor:
-        cursor.execute(f"DELETE FROM {_table(TallyEntry)} WHERE {within}", params)
+        # In the same statement, what moved among them is read (Run.clock_moved) unless it
+        # moved again since it was read: a run an ingest holds is left flagged for the
+        # next refresh, not waited for (a page may be refreshing).
+        runs = _table(Run)
+        cursor.execute(
+            f"WITH read AS (UPDATE {runs} SET clock_moved = false WHERE id IN ("
+            f"SELECT r.id FROM {runs} r JOIN unnest(%s::bigint[], %s::timestamptz[]) m(id, at) "
+            f"ON r.id = m.id WHERE r.clock_moved AND r.started_at = m.at "
+            f"FOR NO KEY UPDATE OF r SKIP LOCKED)) "
+            f"DELETE FROM {_table(TallyEntry)} WHERE {within}",
+            [ids, [row[2] for row in rows], *params],
+        )
         cursor.execute(f"DELETE FROM {_table(TallyRun)} WHERE {within}", params)
     insert_rows(
         TallyRun,
@@ -217,9 +229,8 @@ def _read_again(rows: list[tuple[Any, ...]], zone) -> None:
 
 
 def _clocks_read() -> None:
-    """The runs whose moved start their TallyRun now has need not be read again. A start
-    that moves again sets the flag again; a run an ingest holds is left for the next
-    refresh, not waited for (a page may be refreshing)."""
+    """Full refreshes: no run whose TallyRun has its start is left to read again (one an
+    ingest held when it was read again, say)."""
     runs, kept = _table(Run), _table(TallyRun)
     with connection.cursor() as cursor:
         cursor.execute(
