@@ -96,13 +96,21 @@ def ensure_runs(units: list[DecodedUnit]) -> dict[str, RunInfo]:
         # Those another delivery created meanwhile are known, not born, here.
         runs.update(_known_runs([run_id for run_id in missing if run_id not in born]))
     # A run_started arriving after the run's first lines still names its agent.
+    named: dict[int, RunStarted] = {}
     for run_id, start in starts.items():
         run = runs[run_id]
         if run.born or run.agent or start.agent is None:
             continue
         run.agent = start.agent[:200]
-        Run.objects.filter(pk=run.pk).update(agent=run.agent, subject=dict(start.subject))
-    _move_clocks(clocks, runs)
+        named[run.pk] = start
+    moves = _clock_moves(clocks, runs)
+    if named or moves:
+        _lock_runs(sorted(named.keys() | moves.keys()))
+    for pk, start in sorted(named.items()):
+        agent = (start.agent or "")[:200]
+        Run.objects.filter(pk=pk).update(agent=agent, subject=dict(start.subject))
+    if moves:
+        _move_clocks(moves)
     return runs
 
 
@@ -149,8 +157,11 @@ _MOVED_START = (
 )
 
 
-def _move_clocks(clocks: dict[str, RunClock], runs: dict[str, RunInfo]) -> None:
-    """Move the starts of the known runs whose clock this chunk knows better."""
+def _clock_moves(
+    clocks: dict[str, RunClock], runs: dict[str, RunInfo]
+) -> dict[int, tuple[datetime, bool]]:
+    """{run pk: (start, from run_started)} of the known runs whose start this chunk knows
+    better."""
     moves: dict[int, tuple[datetime, bool]] = {}
     for run_id, clock in clocks.items():
         run = runs[run_id]
@@ -162,18 +173,26 @@ def _move_clocks(clocks: dict[str, RunClock], runs: dict[str, RunInfo]) -> None:
             run.started_from == ARRIVAL or run.started_at is None or earliest < run.started_at
         ):
             moves[run.pk] = (earliest, False)
-    if not moves:
-        return
-    pks = sorted(moves)
-    table = Run._meta.db_table
+    return moves
+
+
+def _lock_runs(pks: list[int]) -> None:
+    """Lock these runs in one order, as they are created: two deliveries changing the same
+    runs never deadlock."""
     with bound_cursor() as cursor:
-        # Locked in one order, as they were created: two deliveries never deadlock.
         cursor.execute(
-            f"SELECT id FROM {table} WHERE id = ANY(%s) ORDER BY id FOR NO KEY UPDATE", [pks]
+            f"SELECT id FROM {Run._meta.db_table} WHERE id = ANY(%s) ORDER BY id FOR NO KEY UPDATE",
+            [pks],
         )
-        # Checked again here: another delivery may have moved them since they were read.
+
+
+def _move_clocks(moves: dict[int, tuple[datetime, bool]]) -> None:
+    """Move these runs' starts (locked). Checked again here: another delivery may have
+    moved them since they were read."""
+    pks = sorted(moves)
+    with bound_cursor() as cursor:
         cursor.execute(
-            f"UPDATE {table} r SET started_at = {_MOVED_START}, "
+            f"UPDATE {Run._meta.db_table} r SET started_at = {_MOVED_START}, "
             "started_from = CASE WHEN m.declared THEN 'run_started' ELSE 'records' END, "
             "clock_moved = r.clock_moved OR (r.current_judgement_id IS NOT NULL "
             f"AND {_MOVED_START} <> r.started_at) "

@@ -158,9 +158,7 @@ def _changed_runs(judged_after: int | None) -> list[tuple[Any, ...]]:
     run whose TallyRun is missing or no longer says what the run does; only among the runs
     judged after `judged_after`, and those whose start moved, when given."""
     runs, kept, judgements = (_table(m) for m in (Run, TallyRun, Judgement))
-    recent = (
-        "" if judged_after is None else "AND (r.current_judgement_id > %s OR r.clock_moved) "
-    )
+    recent = "" if judged_after is None else "AND (r.current_judgement_id > %s OR r.clock_moved) "
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT r.id, r.current_judgement_id, r.started_at, r.agent, "
