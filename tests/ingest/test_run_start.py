@@ -4,6 +4,7 @@ piece, through files and the OTLP receiver, down to `manage.py tallies`."""
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
 from datetime import UTC, datetime, timedelta
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
 from django.utils import timezone
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
@@ -22,6 +24,7 @@ from reviewapp.reports.calendar import month_parse
 from reviewapp.reports.entries import tallies_refresh
 from reviewapp.reports.months import month_close, month_views
 from tests.ingest.test_otlp import agent_span, payload, post, request_of, tool_span
+from tests.paths import ROOT
 from tests.seeding import conflict_run, ingest_lines, line
 
 pytestmark = pytest.mark.django_db
@@ -271,3 +274,25 @@ def test_a_protobuf_span_without_a_start_leaves_the_run_at_its_other_spans(clien
     assert post(client, request_of([*spans, unstarted]), token).status_code == 200
     first_tool = datetime.fromtimestamp(1796002151, UTC) + timedelta(milliseconds=368)
     assert Run.objects.get().started_at == first_tool
+
+
+def test_the_upgrade_marks_the_runs_whose_run_started_gave_their_start(tmp_path):
+    """Runs stored before started_from existed: those whose run_started named startedAt
+    keep it for good, the others take their spans' time from a later piece."""
+    (migration,) = (ROOT / "reviewapp" / "migrations").glob("*_run_start_from_its_spans.py")
+    module = importlib.import_module(f"reviewapp.migrations.{migration.stem}")
+    clocked = conflict_run("clocked")
+    clocked[0] = line(**json.loads(clocked[0]), startedAt="2025-06-20T08:00:00Z")
+    ingest_lines(tmp_path, [*clocked, *conflict_run("unclocked")], name="native.jsonl")
+    spans = [*json_conflict_tools(AGENT_START + timedelta(seconds=3)), json_agent_span()]
+    ingest_text(tmp_path, otlp_json(spans), "june.json")
+    Run.objects.update(started_from=Run.Clock.ARRIVAL)  # as the column's default left them
+
+    with connection.cursor() as cursor:
+        cursor.execute(module.MARK_RUN_STARTED)
+    marked = dict(Run.objects.values_list("run_id", "started_from"))
+    assert marked == {
+        "clocked": Run.Clock.RUN_STARTED,
+        "unclocked": Run.Clock.ARRIVAL,
+        TRACE_HEX: Run.Clock.ARRIVAL,
+    }
