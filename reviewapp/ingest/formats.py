@@ -27,6 +27,8 @@ class DecodedUnit:
     # again, whatever the export that brings it back.
     ignored: int = 0
     origins: tuple[str, ...] = field(default=())
+    # External formats: each run's earliest span start (ns since the epoch), tool span or not.
+    span_starts: dict[str, int] = field(default_factory=dict)
 
     @property
     def run_ids(self) -> list[str]:
@@ -80,7 +82,14 @@ def decode_unit(payload: bytes) -> DecodedUnit:
             records.append(parse_record(item))
         except RecordError as exc:
             raise RecordError(f"{external}: span record {index + 1}: {exc}") from None
-    return DecodedUnit(external, records, converted, conversion.ignored, _origins(converted))
+    return DecodedUnit(
+        external,
+        records,
+        converted,
+        conversion.ignored,
+        _origins(converted),
+        conversion.starts,
+    )
 
 
 def _origins(documents: list[dict[str, Any]]) -> tuple[str, ...]:

@@ -181,12 +181,23 @@ class ServicePulse(models.Model):
 
 
 class Run(models.Model):
+    class Clock(models.TextChoices):
+        """Where a run's start comes from (ingest.runs): the first that a run has."""
+
+        RUN_STARTED = "run_started", "from its run_started"
+        RECORDS = "records", "from its earliest span or record"
+        ARRIVAL = "arrival", "when it arrived: no time in its records"
+
     run_id = models.TextField()
     agent = models.CharField(max_length=200, blank=True)
     subject = models.JSONField(null=True, blank=True)
-    # The run's own clock (run_started) when it gives one, else when it first arrived;
-    # used for monthly tallies, never to order evidence.
+    # When the run started (`started_from` says how that is known); its tally month. Used
+    # for reports, never to order evidence. The arrival is first_ingested_at (and batches').
     started_at = models.DateTimeField(db_index=True)
+    started_from = models.CharField(max_length=12, choices=Clock, db_default=Clock.ARRIVAL)
+    # Its start moved after the run was first stored (a later piece held an earlier span):
+    # the tallies read it again at their next refresh, which sets this back.
+    clock_moved = models.BooleanField(db_default=False)
     first_ingested_at = models.DateTimeField(auto_now_add=True)
     current_judgement = models.ForeignKey(
         "Judgement", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
@@ -203,6 +214,10 @@ class Run(models.Model):
         )
         ordering = ["-started_at", "-id"]
         constraints = [models.UniqueConstraint(fields=["run_id"], name="run_id_unique")]
+        indexes = [
+            # The few runs whose start moved, read by every refresh of the tallies.
+            models.Index(fields=["id"], condition=Q(clock_moved=True), name="run_clock_moved")
+        ]
 
     def __str__(self) -> str:
         return self.run_id

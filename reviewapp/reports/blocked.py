@@ -1,7 +1,7 @@
 """What the active policy blocked: blocked actions (judging.blocking: unsafe verdicts, and
 the calls that break a trajectory check) of each run's current judgement, counted per day,
 per ISO week and by action, field, source pair, agent and reason, over a window of the
-runs' own days (Run.started_at: the run's clock, else when it arrived). Each count drills
+runs' own days (Run.started_at: when the run started, ingest.runs). Each count drills
 down to its runs and their tickets.
 
 Counted in SQL over the stored verdicts and findings: one statement for every count of a

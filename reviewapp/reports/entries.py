@@ -11,7 +11,9 @@ explained by a reviewer (with the ticket's cause), closed as unexplained, open; 
 ticket, untracked (reviewapp.reports.tally says how each is counted).
 
 A refresh reads again the runs whose current judgement, clock or agent is not what their
-TallyRun says, among those judged since the judgements it has surely seen; pairs the
+TallyRun says, among those judged since the judgements it has surely seen and those whose
+start moved without a judgement (Run.clock_moved: a late piece with an earlier span and
+no new record, ingest.runs); pairs the
 entries without a ticket; and takes again the outcome of entries whose ticket changed
 (every change of a ticket is an audit event) since the events it has surely seen. "Surely
 seen": what was written more than STRAGGLERS ago, so that a transaction that commits late
@@ -108,6 +110,8 @@ def _refresh(*, full: bool, wait: bool, at_most: int | None) -> int | None:
                 raise _LeftAsItWas
             if changed:
                 _read_again(changed, tally_zone())
+            if full:
+                _clocks_read()
             _pair_tickets()
             _outcomes_again(None if full else (state.events_seen, now - STRAGGLERS))
             _surely_seen(state, now - STRAGGLERS)
@@ -175,9 +179,9 @@ def _not_the_same(left: str, right: str) -> str:
 def _changed_runs(judged_after: int | None) -> list[tuple[Any, ...]]:
     """(run id, current judgement id, started_at, agent, verdict groups) of every judged
     run whose TallyRun is missing or no longer says what the run does; only among the runs
-    judged after `judged_after` when given."""
+    judged after `judged_after`, and those whose start moved, when given."""
     runs, kept, judgements = (_table(m) for m in (Run, TallyRun, Judgement))
-    recent = "" if judged_after is None else "AND r.current_judgement_id > %s "
+    recent = "" if judged_after is None else "AND (r.current_judgement_id > %s OR r.clock_moved) "
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT r.id, r.current_judgement_id, r.started_at, r.agent, "
@@ -198,7 +202,18 @@ def _read_again(rows: list[tuple[Any, ...]], zone) -> None:
     ids = [row[0] for row in rows]
     within, params = _within("run_id", ids)
     with connection.cursor() as cursor:
-        cursor.execute(f"DELETE FROM {_table(TallyEntry)} WHERE {within}", params)
+        # In the same statement, what moved among them is read (Run.clock_moved) unless it
+        # moved again since it was read: a run an ingest holds is left flagged for the
+        # next refresh, not waited for (a page may be refreshing).
+        runs = _table(Run)
+        cursor.execute(
+            f"WITH read AS (UPDATE {runs} SET clock_moved = false WHERE id IN ("
+            f"SELECT r.id FROM {runs} r JOIN unnest(%s::bigint[], %s::timestamptz[]) m(id, at) "
+            f"ON r.id = m.id WHERE r.clock_moved AND r.started_at = m.at "
+            f"FOR NO KEY UPDATE OF r SKIP LOCKED)) "
+            f"DELETE FROM {_table(TallyEntry)} WHERE {within}",
+            [ids, [row[2] for row in rows], *params],
+        )
         cursor.execute(f"DELETE FROM {_table(TallyRun)} WHERE {within}", params)
     insert_rows(
         TallyRun,
@@ -231,6 +246,18 @@ def _read_again(rows: list[tuple[Any, ...]], zone) -> None:
             f"JOIN {_table(Finding)} f ON f.judgement_id = s.judgement_id "
             f"WHERE {within}",
             params,
+        )
+
+
+def _clocks_read() -> None:
+    """Full refreshes: no run whose TallyRun has its start is left to read again (one an
+    ingest held when it was read again, say)."""
+    runs, kept = _table(Run), _table(TallyRun)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {runs} SET clock_moved = false WHERE id IN (SELECT r.id FROM {runs} r "
+            f"JOIN {kept} s ON s.run_id = r.id WHERE r.clock_moved "
+            f"AND s.started_at = r.started_at FOR NO KEY UPDATE OF r SKIP LOCKED)"
         )
 
 

@@ -16,7 +16,7 @@ from reviewapp.engine import (
     ToolCall,
     parse_record,
 )
-from reviewapp.models import Finding, Run, Ticket, TraceRecord, Verdict
+from reviewapp.models import Finding, Run, Ticket, TraceRecord, Verdict, policy_name
 from reviewapp.review.disputed import value_text
 
 SHOWN_RECORDS = 500
@@ -50,11 +50,6 @@ class RunTimeline:
     # whose rules its verdicts name, and that version's name.
     policy_number: int = 0
     version: str = ""
-
-
-def version_name(number: int) -> str:
-    """A policy version as a page names it: v2; 0 is the built-in default."""
-    return f"v{number}" if number else "the built-in default"
 
 
 def _entry(record: TraceRecord, parsed: Any) -> RunEntry:
@@ -128,5 +123,5 @@ def run_timeline(run: Run) -> RunTimeline:
     judgement = run.current_judgement
     number = judgement.policy_number if judgement is not None else 0
     return RunTimeline(
-        run, entries, hidden, verdicts, findings, tickets, number, version_name(number)
+        run, entries, hidden, verdicts, findings, tickets, number, policy_name(number)
     )

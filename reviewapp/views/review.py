@@ -25,6 +25,7 @@ from reviewapp.accounts.roles import WORK_TICKET
 from reviewapp.forms import review as review_forms
 from reviewapp.models import AuditEvent, Run, Ticket, TicketComment
 from reviewapp.privacy.access import RawAccessRefused
+from reviewapp.reports.calendar import month_key, month_label, month_of, tally_zone
 from reviewapp.review import changes, counts, errors, queue, raw, related, runs, stamp
 from reviewapp.review import filters as defined
 from reviewapp.review.disputed import disputed_sides
@@ -308,7 +309,15 @@ def ticket_detail(request: HttpRequest, ticket_id: int) -> HttpResponse:
 def run_detail(request: HttpRequest, run_pk: int) -> HttpResponse:
     """A run whole, as a timeline: its records, verdicts, findings and tickets."""
     run = get_object_or_404(Run.objects.select_related("current_judgement"), pk=run_pk)
-    return render(request, "review/run.html", {"timeline": runs.run_timeline(run)})
+    month = month_of(run.started_at, tally_zone())
+    return render(
+        request,
+        "review/run.html",
+        {
+            "timeline": runs.run_timeline(run),
+            "tally_month": {"key": month_key(month), "label": month_label(month)},
+        },
+    )
 
 
 @require_GET

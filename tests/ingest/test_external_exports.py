@@ -4,11 +4,13 @@ calls it holds): every tool call is read, with its call id, arguments, value, er
 the agent of its run. Then each file goes through the pipeline, and again as a duplicate."""
 
 import json
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from reviewapp.engine import decode_line, parse_record
 from reviewapp.ingest.otel import convert
+from reviewapp.ingest.otel.detect import read_spans
 from reviewapp.ingest.pipeline import ingest_file
 from reviewapp.models import IngestBatch, Run, TraceRecord
 from tests.paths import EXTERNAL
@@ -261,7 +263,16 @@ def test_each_real_export_is_ingested_once(name):
         ignored,
     )
     assert TraceRecord.objects.filter(type="tool_call").count() == len(tools)
-    assert Run.objects.get().agent == agent
+    run = Run.objects.get()
+    assert run.agent == agent
+    # The run started when its first span did, tool span or not; it arrived long after.
+    _, spans, _ = read_spans(load(name))
+    first = min(span.start_nanos for span in spans if span.start_nanos is not None)
+    assert run.started_from == Run.Clock.RECORDS
+    assert run.started_at == datetime(1970, 1, 1, tzinfo=UTC) + timedelta(
+        microseconds=first // 1000
+    )
+    assert run.started_at < run.first_ingested_at - timedelta(days=1)
     again = ingest_file(EXTERNAL / name, channel=IngestBatch.Channel.CLI)
     assert (again.duplicates, again.accepted) == (1, 0)
     assert TraceRecord.objects.filter(type="tool_observation").count() == len(tools)

@@ -1,18 +1,29 @@
 """The tallies in real headless Chromium: read a month's unexplained count, follow it to the
 queue and find as many tickets there, then download the month's CSV; a page too far behind
-to count itself, reloaded once a real worker has counted."""
+to count itself, reloaded once a real worker has counted; a backfilled export, counted in
+the month its spans ran."""
 
 from __future__ import annotations
 
 import csv
 import io
+from datetime import timedelta
 
 import pytest
 from django.core.cache import cache
+from django.utils import timezone
 
+from reviewapp.models import Run
 from reviewapp.reports.entries import tallies_refresh
 from reviewapp.review.changes import ticket_close
 from tests.browser import chromium, watched_page
+from tests.ingest.test_run_start import (
+    AGENT_START,
+    ingest_text,
+    json_agent_span,
+    json_conflict_tools,
+    otlp_json,
+)
 from tests.reports.traces import month_runs, tickets_of
 from tests.workers import celery_worker
 
@@ -82,3 +93,28 @@ def test_a_page_too_far_behind_reloads_itself_once_a_worker_has_counted(
         page.wait_for_selector("#tallies-catching-up", state="detached", timeout=30_000)
     september = page.locator("#month-2026-09 [data-count=unexplained]")
     assert int(september.inner_text()) == 5
+
+
+def test_a_backfilled_otlp_export_is_counted_in_the_month_its_spans_ran(
+    page, live_server, tmp_path
+):
+    """Spans of June 2025 sent in December 2026: the run page says it started in June 2025
+    and leads to that month of the tallies, where it is counted; not in its arrival's."""
+    cache.clear()
+    spans = [*json_conflict_tools(AGENT_START + timedelta(seconds=3)), json_agent_span()]
+    ingest_text(tmp_path, otlp_json(spans), "june-2025.json")
+    run = Run.objects.get()
+
+    page.goto(f"{live_server.url}/runs/{run.pk}/")
+    assert page.locator("#run-started").inner_text() == "2025-06-14 09:30"
+    assert "from its earliest span or record" in page.locator(".ticket-head").inner_text()
+    page.click("#run-tally-month")
+    june = page.locator("#month-2025-06")
+    june.wait_for()
+    assert june.locator("td.num").first.inner_text() == "1"  # runs
+    assert int(june.locator("[data-count=unexplained]").inner_text()) == 1
+    assert page.locator("#month-detail h2").inner_text() == "Jun 2025"
+
+    page.click("nav.mainnav >> text=Tallies")
+    arrival = page.locator(f"#month-{timezone.now():%Y-%m}")
+    assert "no runs" in arrival.inner_text()

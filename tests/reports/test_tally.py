@@ -115,8 +115,9 @@ def test_a_refresh_with_nothing_changed_reads_no_run_again(tmp_path):
 
 
 def test_a_full_refresh_finds_what_changed_without_a_judgement(tmp_path):
-    """A clock moved with no new judgement (which ingest never does: a late run_started
-    comes with more lines) is found by the full refresh beat runs."""
+    """A clock moved with no new judgement and unflagged (ingest flags the runs whose start
+    it moves, Run.clock_moved: tests/ingest/test_run_start.py) is found by the full
+    refresh beat runs."""
     from reviewapp.models import Run
     from reviewapp.reports.calendar import month_parse
     from tests.reports.traces import month_runs

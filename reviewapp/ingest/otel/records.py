@@ -3,6 +3,7 @@ result's provenance, value and errors (docs/formats.md says how)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +18,7 @@ from reviewapp.ingest.otel.payloads import (
 )
 from reviewapp.ingest.otel.spans import _Span
 from reviewapp.ingest.otel.tools import ARGUMENT_KEYS, RESULT_KEYS, Document, ToolSpan
-from reviewapp.ingest.otel.values import _is_int, _looks_like_json, _quote, _rfc3339
+from reviewapp.ingest.otel.values import MAX_NANOS, _is_int, _looks_like_json, _quote, _rfc3339
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,9 @@ class Conversion:
     format: str
     records: list[dict]
     ignored: int
+    # Each trace's earliest span start (nanoseconds since the epoch), whatever the span: a
+    # run starts when its first span did, which is seldom a tool span.
+    starts: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 def convert(document: Any, keys: ExtractionKeys = DEFAULT_KEYS) -> Conversion:
@@ -84,7 +88,15 @@ def convert(document: Any, keys: ExtractionKeys = DEFAULT_KEYS) -> Conversion:
         if span.trace_id not in started and span.attributes.get("gen_ai.agent.name"):
             started.add(span.trace_id)
             records.extend(_run_started(found, span))
-    return Conversion(kind, records, len(spans) + unread - len(tools))
+    return Conversion(kind, records, len(spans) + unread - len(tools), _earliest_starts(spans))
+
+
+def _earliest_starts(spans: list[_Span]) -> dict[str, int]:
+    starts: dict[str, int] = {}
+    for span in spans:
+        if span.start_nanos is not None and span.start_nanos < starts.get(span.trace_id, MAX_NANOS):
+            starts[span.trace_id] = span.start_nanos
+    return starts
 
 
 def convert_document(document: Any, keys: ExtractionKeys = DEFAULT_KEYS) -> list[dict]:
