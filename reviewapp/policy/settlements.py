@@ -180,6 +180,16 @@ def label_settled(version_id: int) -> int:
         return settlements_label(PolicyVersion.objects.get(pk=version_id))
 
 
+def settled_before(version: PolicyVersion) -> int:
+    """Of the open tickets `version` would settle, those the version it was drafted from
+    settles too: the rest are its own change's (as its draft's impact counted them)."""
+    return (
+        Ticket.objects.filter(state=Ticket.State.OPEN, settlements__policy_version=version)
+        .filter(settlements__policy_version__number=version.based_on)
+        .count()
+    )
+
+
 def labelling_under_way(version: PolicyVersion) -> bool:
     """Whether a worker has yet to finish labelling what the version would settle."""
     return SettlementLabelling.objects.filter(version=version, finished_at__isnull=True).exists()

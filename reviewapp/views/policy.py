@@ -71,12 +71,20 @@ def policy_home(request: HttpRequest) -> HttpResponse:
 def version_detail(request: HttpRequest, number: int) -> HttpResponse:
     version = get_object_or_404(PolicyVersion.objects.select_related("published_by"), number=number)
     settled = version.settlements.filter(ticket__state=Ticket.State.OPEN).count()
+    # Of those, the ones its base settles already: the rest are its own change's.
+    before = settlements.settled_before(version) if settled else 0
     labelling = settlements.labelling_under_way(version)
     if request.GET.get("part") == "settled":
         return render(
             request,
             "policy/version.html#settled-summary",
-            {"version": version, "settled_open": settled, "labelling": labelling},
+            {
+                "version": version,
+                "settled_open": settled,
+                "settled_before": before,
+                "settled_own": settled - before,
+                "labelling": labelling,
+            },
         )
     context = {
         "labelling": labelling,
@@ -87,6 +95,8 @@ def version_detail(request: HttpRequest, number: int) -> HttpResponse:
         ),
         "proposals": version.proposals.select_related("proposed_by", "decided_by"),
         "settled_open": settled,
+        "settled_before": before,
+        "settled_own": settled - before,
         "previous": PolicyVersion.objects.filter(number__lt=number).order_by("-number").first(),
     }
     return render(request, "policy/version.html", context)

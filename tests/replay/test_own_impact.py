@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 from django.core.management import call_command
+from django.urls import reverse
 
 from reviewapp.engine import load_policy
 from reviewapp.judging.core import judge, stored_runs
@@ -22,7 +23,7 @@ from reviewapp.models import (
     Ticket,
 )
 from reviewapp.policy.candidates import candidate_of_draft, candidate_of_proposal
-from reviewapp.policy.settlements import settlement_preview, settlements_label
+from reviewapp.policy.settlements import settled_before, settlement_preview, settlements_label
 from reviewapp.policy.versions import policy_version_publish, proposal_create, proposal_decide
 from reviewapp.replay.impact import impact, impact_superseded, pending_impacts_start
 from reviewapp.replay.jobs import job_work
@@ -154,7 +155,7 @@ def assert_recounted(job: ReplayJob) -> Recount:
 
 
 def test_the_walk_from_a_proposal_to_a_second_one_counts_each_change_as_its_own(
-    tmp_path, reviewer, approver
+    client, tmp_path, reviewer, approver
 ):
     # v1 judges the desk: `address` is compared too.
     publish(address_compared(reviewer), approver, "v1")
@@ -224,6 +225,16 @@ def test_the_walk_from_a_proposal_to_a_second_one_counts_each_change_as_its_own(
     assert second.counts["intended"] == second.changed_groups
     preview, _ = settlement_preview(address.kind, address.change)
     assert {s.ticket.pk for s in preview} == address_tickets
+
+    # Published as v3: it labels both kinds of ticket (all are resolved under it), and its
+    # page says which v2 settles already, so its own change's count is the impact's.
+    v3 = publish(address, approver, "search-index owns address")
+    settlements_label(v3)
+    assert settled_before(v3) == RUNS
+    client.force_login(approver)
+    page = client.get(reverse("policy-version", args=[3])).content.decode()
+    assert f"{RUNS + len(address_tickets)} open tickets would be resolved under" in page
+    assert f"its own change settles {len(address_tickets)}." in page
 
 
 def test_the_command_line_counts_a_proposal_s_own_effect(capsys, tmp_path, reviewer, approver):
