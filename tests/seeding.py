@@ -270,15 +270,15 @@ def review_desk_trace() -> list[str]:
     return lines
 
 
-def owned_run(run_id: str, owner: str, other: str, *, agree: bool = False) -> list[str]:
-    """Two sources of `status` in two revision domains, then an action on it: a conflict
-    that a rule making `owner` own `status` settles (unless they agree)."""
+def observed_run(
+    run_id: str, observations: list[tuple[str, str, int, dict]], action: str = "issue_refund"
+) -> list[str]:
+    """A run: each observation (source, revision domain, revision, its fields) answers a
+    call of its own, then the agent acts."""
     lines = [
         line(runId=run_id, type="run_started", agent="refund-agent", subject={"orderId": run_id})
     ]
-    for index, (source, value, domain) in enumerate(
-        ((owner, "refunded", "payments"), (other, "refunded" if agree else "paid", "search"))
-    ):
+    for index, (source, domain, revision, values) in enumerate(observations):
         call = f"{run_id}-c{index}"
         lines.append(
             line(
@@ -297,12 +297,24 @@ def owned_run(run_id: str, owner: str, other: str, *, agree: bool = False) -> li
                 toolCallId=call,
                 source=source,
                 revisionDomain=domain,
-                sourceRevision=40 + index,
-                status=value,
+                sourceRevision=revision,
+                **values,
             )
         )
-    lines.append(line(runId=run_id, type="agent_action", name="issue_refund"))
+    lines.append(line(runId=run_id, type="agent_action", name=action))
     return lines
+
+
+def owned_run(run_id: str, owner: str, other: str, *, agree: bool = False) -> list[str]:
+    """Two sources of `status` in two revision domains, then an action on it: a conflict
+    that a rule making `owner` own `status` settles (unless they agree)."""
+    return observed_run(
+        run_id,
+        [
+            (owner, "payments", 40, {"status": "refunded"}),
+            (other, "search", 41, {"status": "refunded" if agree else "paid"}),
+        ],
+    )
 
 
 def desk_lines(runs: int, *, prefix: str = "run") -> list[str]:

@@ -27,7 +27,7 @@ from reviewapp.policy.settlements import settled_before, settlement_preview, set
 from reviewapp.policy.versions import policy_version_publish, proposal_create, proposal_decide
 from reviewapp.replay.impact import impact, impact_superseded, pending_impacts_start
 from reviewapp.replay.jobs import job_work
-from tests.seeding import ingest_lines, line
+from tests.seeding import ingest_lines, observed_run
 
 pytestmark = pytest.mark.django_db
 
@@ -37,34 +37,15 @@ RUNS = 24
 def two_field_run(run_id: str, *, address_disputed: bool) -> list[str]:
     """`status` from the ledger and the search index (disagreeing), `address` from the
     search index and the CRM (disagreeing in one run of three), then a refund."""
-    observations = [
-        ("order-ledger", "payments", 40, {"status": "refunded"}),
-        (
-            "search-index",
-            "search",
-            105,
-            {"status": "paid", "address": "1 Main St"},
-        ),
-        ("crm", "crm", 7, {"address": "2 Side St" if address_disputed else "1 Main St"}),
-    ]
-    lines = [line(runId=run_id, type="run_started", agent="refund-agent", subject={"o": run_id})]
-    for index, (source, domain, revision, values) in enumerate(observations):
-        call = f"{run_id}-c{index}"
-        lines.append(line(runId=run_id, type="tool_call", toolCallId=call, tool="lookup"))
-        lines.append(
-            line(
-                runId=run_id,
-                type="tool_observation",
-                observationId=f"{run_id}-o{index}",
-                toolCallId=call,
-                source=source,
-                revisionDomain=domain,
-                sourceRevision=revision,
-                **values,
-            )
-        )
-    lines.append(line(runId=run_id, type="agent_action", name="issue_refund"))
-    return lines
+    crm_address = "2 Side St" if address_disputed else "1 Main St"
+    return observed_run(
+        run_id,
+        [
+            ("order-ledger", "payments", 40, {"status": "refunded"}),
+            ("search-index", "search", 105, {"status": "paid", "address": "1 Main St"}),
+            ("crm", "crm", 7, {"address": crm_address}),
+        ],
+    )
 
 
 def owner_proposal(user, source: str, field: str):
