@@ -420,16 +420,32 @@ def test_base64_ids_from_protobuf_json():
         {"traceId": ""},
         {"traceId": None},
         {"traceId": "0" * 32},
-        {"traceId": TRACE[:-2]},
-        {"traceId": "trace_" + TRACE},
         {"traceId": ["x"]},
-        {"spanId": "zz" * 8},
-        {"spanId": base64.b64encode(bytes(16)).decode()},  # base64 of the wrong length
+        {"traceId": 1 << 128},
+        {"spanId": "line\nbreak"},
+        {"spanId": "x" * 201},
     ],
 )
 def test_unusable_ids_are_refused(fields):
     with pytest.raises(ExternalFormatError, match=r"spans\[0\] .*(traceId|spanId)"):
         convert_document(otlp(tool_span(**fields)))
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"traceId": TRACE[:-2]},
+        {"traceId": "trace_" + TRACE},
+        {"spanId": "zz" * 8},
+        {"spanId": base64.b64encode(bytes(16)).decode()},  # base64 of the wrong length
+    ],
+)
+def test_ids_that_are_no_hex_id_are_kept_as_opaque_ids(fields):
+    """Not a reason to drop a tool span: the same text is the same id wherever it comes."""
+    call, observation = convert_one(tool_span(**fields))
+    trace_id, span_id = fields.get("traceId", TRACE), fields.get("spanId", SPAN)
+    assert call["runId"] == trace_id
+    assert observation["observationId"] == f"otel:{trace_id}:{span_id}"
 
 
 # --- times ----------------------------------------------------------------------------

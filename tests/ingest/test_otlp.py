@@ -187,7 +187,7 @@ def test_a_trace_with_an_unreadable_tool_span_is_a_partial_success(client, token
                             {
                                 "spans": [
                                     {
-                                        "traceId": "nope",
+                                        "traceId": "no\tpe",  # text ids, not this
                                         "spanId": "00f067aa0ba902b7",
                                         "name": "execute_tool x",
                                     }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import chain
 from typing import Any
 
 from reviewapp.ingest.otel.jaeger import jaeger_raw_spans
@@ -23,12 +24,13 @@ TEMPO = "tempo"
 JAEGER = "jaeger"
 LANGFUSE = "langfuse"
 SPAN_LIST = "span-list"
+PHOENIX = "phoenix"
 
 EXPECTED = (
     'native JSON Lines (objects with "runId" and "type"), OTLP/JSON ("resourceSpans"), '
     'Jaeger JSON ("data": [{"traceID", "spans"}]), Grafana Tempo JSON ("batches"), '
-    'a Langfuse trace export ("observations"), or a list of spans '
-    '(a JSON array, or "spans": [...])'
+    'a Langfuse trace export ("observations"), Phoenix spans ("data": [...], as its REST API '
+    'and client give them), or a list of spans (a JSON array, or "spans": [...])'
 )
 
 
@@ -40,14 +42,31 @@ def _is_spanish(item: Any) -> bool:
     )
 
 
+def _is_otlp(item: Any) -> bool:
+    return isinstance(item, dict) and ("resourceSpans" in item or "resource_spans" in item)
+
+
+def _is_phoenix(item: Any) -> bool:
+    """A span as Phoenix gives it: its kind beside its ids, not in its attributes."""
+    return isinstance(item, dict) and isinstance(item.get("context"), dict) and "span_kind" in item
+
+
+def _span_list_kind(spans: list) -> str | None:
+    if not spans or not all(map(_is_spanish, spans)):
+        return None
+    return PHOENIX if all(map(_is_phoenix, spans)) else SPAN_LIST
+
+
 def detect_format(document: Any) -> str | None:
     """The external format of a decoded document, else None (a native record, or nothing
     this reads)."""
     if isinstance(document, list):
-        return SPAN_LIST if document and all(map(_is_spanish, document)) else None
+        if document and all(map(_is_otlp, document)):
+            return OTLP  # OTLP documents saved together, as a session's export writes them
+        return _span_list_kind(document)
     if not isinstance(document, dict):
         return None
-    if "resourceSpans" in document or "resource_spans" in document:
+    if _is_otlp(document):
         return OTLP
     if isinstance(document.get("batches"), list):
         return TEMPO
@@ -57,6 +76,8 @@ def detect_format(document: Any) -> str | None:
     if isinstance(document.get("observations"), list):
         return LANGFUSE
     data = document.get("data")
+    if isinstance(data, list) and _span_list_kind(data) is not None:
+        return PHOENIX  # Phoenix's REST page of spans, {"data": [...], "next_cursor"}
     if (
         isinstance(data, list)
         and data
@@ -69,20 +90,26 @@ def detect_format(document: Any) -> str | None:
         return SPAN_LIST
     context = document.get("context")
     if isinstance(context, dict) and "trace_id" in context:
-        return OTEL_SPAN
+        return PHOENIX if _is_phoenix(document) else OTEL_SPAN
     return None
 
 
 def _raw_spans(kind: str, document: Any) -> Iterator[_Raw]:
+    if kind == OTLP and isinstance(document, list):
+        return chain.from_iterable(
+            otlp_raw_spans(one, f"[{index}].") for index, one in enumerate(document)
+        )
     if kind in (OTLP, TEMPO):
         return otlp_raw_spans(document)
     if kind == JAEGER:
         return jaeger_raw_spans(document)
     if kind == LANGFUSE:
         return langfuse_raw_spans(document)
-    if kind == SPAN_LIST:
-        spans = document if isinstance(document, list) else document["spans"]
-        return span_list_raw_spans(spans, "spans")
+    if kind in (SPAN_LIST, PHOENIX) and not (isinstance(document, dict) and "context" in document):
+        if isinstance(document, list):
+            return span_list_raw_spans(document, "spans")
+        top = "spans" if isinstance(document.get("spans"), list) else "data"
+        return span_list_raw_spans(document[top], top)
     return iter([console_raw_span(document)])
 
 

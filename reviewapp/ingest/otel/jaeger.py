@@ -4,6 +4,7 @@ microseconds; the OpenTelemetry status travels in the `otel.status_code` tag."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +20,8 @@ from reviewapp.ingest.otel.values import (
     _quote,
     _type_name,
 )
+
+_HEX16 = re.compile(r"[0-9a-fA-F]{16}")
 
 
 def jaeger_traces(document: dict) -> list[Any]:
@@ -87,7 +90,7 @@ def _micros(raw: Any, what: str, where: str) -> int | None:
 
 def _jaeger_id(raw: Any, size: int, what: str, where: str) -> str:
     """Jaeger writes 64-bit trace ids as 16 hex digits: they are the low half of a 128-bit id."""
-    if isinstance(raw, str) and size == TRACE_ID_BYTES and len(raw.strip()) == 16:
+    if isinstance(raw, str) and size == TRACE_ID_BYTES and _HEX16.fullmatch(raw.strip()):
         raw = raw.strip().rjust(32, "0")
     return _normalize_id(raw, size, what, where)
 

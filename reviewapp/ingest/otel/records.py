@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reviewapp.ingest.otel.detect import JAEGER, LANGFUSE, read_spans
+from reviewapp.ingest.otel.detect import JAEGER, LANGFUSE, PHOENIX, read_spans
 from reviewapp.ingest.otel.payloads import (
     decode_text,
     is_id_placeholder,
@@ -41,7 +41,7 @@ DEFAULT_KEYS = ExtractionKeys()
 REDACTED = "__REDACTED__"
 
 
-UNORDERED = (LANGFUSE, JAEGER)
+UNORDERED = (LANGFUSE, JAEGER, PHOENIX)  # Phoenix lists its spans newest first
 
 
 CALL_ID_PREFIXES = ("call_", "toolu_")

@@ -147,13 +147,14 @@ SCOPE_KEYS = (
 )
 
 
-def otlp_raw_spans(document: dict) -> Iterator[_Raw]:
-    """Every span of an OTLP/JSON TracesData (or Tempo's `batches`, or `{"trace": ...}`)."""
+def otlp_raw_spans(document: dict, prefix: str = "") -> Iterator[_Raw]:
+    """Every span of an OTLP/JSON TracesData (or Tempo's `batches`, or `{"trace": ...}`);
+    ``prefix`` places it in a larger document (`[2].`: the third of an array of them)."""
     if isinstance(document.get("trace"), dict) and not any(k in document for k in OTLP_TOPS):
         document = document["trace"]
     top = next((key for key in OTLP_TOPS if key in document), "resourceSpans")
-    for i, resource_spans in enumerate(_list(document.get(top), top)):
-        where = f"{top}[{i}]"
+    for i, resource_spans in enumerate(_list(document.get(top), f"{prefix}{top}")):
+        where = f"{prefix}{top}[{i}]"
         if not isinstance(resource_spans, dict):
             raise ExternalFormatError(
                 f"{where} must be an object, not {_type_name(resource_spans)}"
@@ -228,7 +229,7 @@ def _read_otlp_span(
     )
 
 
-# --- ReadableSpan.to_json() and any-agent -------------------------------------------------
+# --- ReadableSpan.to_json(), any-agent and Phoenix ------------------------------------------
 
 
 def _plain_attributes(value: Any, where: str) -> dict[str, Any]:
@@ -239,6 +240,12 @@ def _plain_attributes(value: Any, where: str) -> dict[str, Any]:
     return dict(value)
 
 
+def _phoenix_kind(document: dict) -> str | None:
+    """Phoenix's span kind (TOOL, AGENT, LLM ...), which it moves out of the attributes."""
+    kind = document.get("span_kind")
+    return kind.strip().upper() if isinstance(kind, str) and kind.strip() else None
+
+
 def console_raw_span(document: dict, where: str = "span") -> _Raw:
     attributes = document.get("attributes")
     return _Raw(
@@ -246,7 +253,7 @@ def console_raw_span(document: dict, where: str = "span") -> _Raw:
         document,
         document.get("name"),
         attributes if isinstance(attributes, dict) else {},
-        None,
+        _phoenix_kind(document),
         lambda: _read_console_span(document, where),
     )
 
@@ -262,7 +269,10 @@ def _read_console_span(document: dict, where: str = "span") -> _Span:
     attributes = _plain_attributes(document.get("attributes"), f"{label}: attributes")
     start = _iso_nanos(document.get("start_time"), "start_time", label)
     end = _iso_nanos(document.get("end_time"), "end_time", label)
-    error, message = _status(document.get("status"), label, "status_code", "description")
+    if "status" in document or "status_code" not in document:
+        error, message = _status(document.get("status"), label, "status_code", "description")
+    else:  # Phoenix: the status's code and message beside the span's other fields
+        error, message = _status(document, label, "status_code", "status_message")
     exceptions = _exception_events(document.get("events"), label, _plain_attributes)
     parent = document.get("parent")
     parent_id = parent.get("span_id") if isinstance(parent, dict) else document.get("parent_id")
@@ -280,6 +290,7 @@ def _read_console_span(document: dict, where: str = "span") -> _Span:
         status_message=message,
         exceptions=exceptions,
         parent_id=_optional_id(parent_id, SPAN_ID_BYTES),
+        kind=_phoenix_kind(document),
         resource=resource_attributes if isinstance(resource_attributes, dict) else {},
     )
 

@@ -155,8 +155,16 @@ def _decode_json_text(text: str) -> tuple[bool, Any]:
     return ok, value
 
 
+MAX_OPAQUE_ID_LENGTH = 200
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def _normalize_id(raw: Any, size: int, what: str, where: str) -> str:
-    """A trace or span id as lowercase hex of ``size`` bytes."""
+    """A trace or span id as lowercase hex of ``size`` bytes; any other text id (Phoenix's
+    sanitised data, Langfuse's UUIDs, "trace-1") as it is: an opaque id is still the same
+    id wherever it comes back, which is all an identity needs."""
     found: str | None = None
     if _is_int(raw):
         if 0 <= raw < 1 << (8 * size):
@@ -177,9 +185,14 @@ def _normalize_id(raw: Any, size: int, what: str, where: str) -> str:
                 if len(decoded) == size:
                     found = decoded.hex()
                     break
+    if found is None and isinstance(raw, str):
+        text = raw.strip()
+        if text.strip("0") and len(text) <= MAX_OPAQUE_ID_LENGTH and not _CONTROL.search(text):
+            return text
     if found is None:
         raise ExternalFormatError(
-            f"{where}: {what} {_quote(raw)} is not a {size}-byte id (hex or base64)"
+            f"{where}: {what} {_quote(raw)} is not a {size}-byte id (hex or base64) "
+            f"nor a text id (1 to {MAX_OPAQUE_ID_LENGTH} characters)"
         )
     if found.strip("0") == "":
         raise ExternalFormatError(f"{where}: {what} is all zeros, which is not a valid id")
