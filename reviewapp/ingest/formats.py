@@ -1,6 +1,7 @@
 """One received unit (a line, or a whole pretty-printed document) into native records:
 native JSON Lines as they are, every other format through the adapters in ingest/otel/.
-Anything else is refused as not a recognised trace format, saying what was expected."""
+Anything else is refused as not a recognised trace format, saying what was found and what
+was expected."""
 
 from __future__ import annotations
 
@@ -67,7 +68,7 @@ def decode_unit(payload: bytes) -> DecodedUnit:
     if external is None:
         if isinstance(document, dict) and ("runId" in document or "type" in document):
             return DecodedUnit(NATIVE, [parse_record(document)], [document])
-        raise RecordError(f"not a recognised trace format: expected {otel.EXPECTED}")
+        raise RecordError(otel.unrecognised(document))
     try:
         conversion = otel.convert(document, extraction_keys())
     except otel.ExternalFormatError as exc:

@@ -55,7 +55,8 @@ def test_bad_lines_are_reported_with_file_line_and_reason(tmp_path, capsys):
         f'{trace}:5: tool_call: missing required key "toolCallId"',
         f'{trace}:6: duplicate key "name"',
         # An array could be a list of spans; this one is not.
-        f"{trace}:7: not a recognised trace format: expected {otel.EXPECTED}",
+        f"{trace}:7: not a recognised trace format: found an array of 2 items; "
+        f"expected {otel.EXPECTED}",
         f"{trace}:8: NaN is not valid JSON",
         f"{trace}:9: invalid UTF-8 at byte 1",
         "9 lines, 3 accepted, 6 rejected",

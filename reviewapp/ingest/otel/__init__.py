@@ -15,6 +15,7 @@ from reviewapp.ingest.otel.detect import (
     SPAN_LIST,
     TEMPO,
     detect_format,
+    unrecognised,
 )
 from reviewapp.ingest.otel.records import (
     DEFAULT_KEYS,
@@ -41,4 +42,5 @@ __all__ = [
     "convert",
     "convert_document",
     "detect_format",
+    "unrecognised",
 ]

@@ -16,7 +16,7 @@ from reviewapp.ingest.otel.spans import (
     span_list_raw_spans,
 )
 from reviewapp.ingest.otel.tools import raw_is_tool
-from reviewapp.ingest.otel.values import ExternalFormatError
+from reviewapp.ingest.otel.values import ExternalFormatError, _quote, _type_name
 
 OTLP = "otlp"
 OTEL_SPAN = "otel-span"
@@ -94,6 +94,84 @@ def detect_format(document: Any) -> str | None:
     return None
 
 
+# --- what a document this does not read holds, to say so -----------------------------------
+
+_SPAN_IDS = 'ids on each span ("context": {"trace_id", "span_id"}, or "traceId" and "spanId")'
+_MAX_KEYS = 6
+
+
+def _keys(obj: dict) -> str:
+    keys = [_quote(key, 40) for key in list(obj)[:_MAX_KEYS]]
+    more = len(obj) - len(keys)
+    return ", ".join(keys) + (f" and {more} more" if more > 0 else "")
+
+
+def _what(value: Any) -> str:
+    if isinstance(value, dict):
+        return f"an object with keys {_keys(value)}" if value else "an empty object"
+    if isinstance(value, list):
+        if not value:
+            return "an empty array"
+        return f"an array of {len(value)} item{'s' if len(value) != 1 else ''}"
+    return _type_name(value)
+
+
+def _first_other(items: list, accepted) -> str:
+    """Where a list stops being what it should be: its first item that is not, as found."""
+    for index, item in enumerate(items):
+        if not accepted(item):
+            found = f"has keys {_keys(item)}" if isinstance(item, dict) and item else None
+            return f"[{index}] {found or 'is ' + _what(item)}"
+    return ""
+
+
+def _nearest(document: Any) -> str | None:
+    """What the nearest format would need of a document this does not read, else None."""
+    if isinstance(document, list):
+        if document and any(isinstance(item, dict) for item in document):
+            return f"a list of spans needs {_SPAN_IDS}: item {_first_other(document, _is_spanish)}"
+        return None
+    if not isinstance(document, dict):
+        return None
+    lists = {key: value for key, value in document.items() if isinstance(value, list) and value}
+    otlp = [key for key, value in lists.items() if all(map(_is_otlp, value))]
+    if otlp:
+        return (
+            f"{_keys(dict.fromkeys(otlp))} hold{'s' if len(otlp) == 1 else ''} OTLP documents: "
+            "send each document, or a JSON array of them"
+        )
+    span_lists = [
+        key for key, value in lists.items() if key != "spans" and all(map(_is_spanish, value))
+    ]
+    if span_lists:
+        return (
+            f"{_keys(dict.fromkeys(span_lists))} hold{'s' if len(span_lists) == 1 else ''} "
+            'lists of spans: send one list, as a JSON array or as "spans": [...]'
+        )
+    if "spans" in document:
+        spans = document["spans"]
+        if not isinstance(spans, list):
+            return f'"spans" must be an array of spans, not {_type_name(spans)}'
+        return f'"spans" needs {_SPAN_IDS}: spans{_first_other(spans, _is_spanish)}'
+    if isinstance(document.get("data"), list) and document["data"]:
+        return (
+            '"data" needs Jaeger traces ({"traceID", "spans"}) or Phoenix spans '
+            '({"context": {"trace_id", "span_id"}, "span_kind"}): '
+            f"data{_first_other(document['data'], _is_spanish)}"
+        )
+    if "name" in document and ("attributes" in document or "span_kind" in document):
+        return f"a span needs its ids: {_SPAN_IDS}"
+    return None
+
+
+def unrecognised(document: Any) -> str:
+    """The one-line refusal of a document in no format this reads: what was found, what the
+    nearest format would need, and every format there is."""
+    nearest = _nearest(document)
+    hint = f"; {nearest}" if nearest else ""
+    return f"not a recognised trace format: found {_what(document)}{hint}; expected {EXPECTED}"
+
+
 def _raw_spans(kind: str, document: Any) -> Iterator[_Raw]:
     if kind == OTLP and isinstance(document, list):
         return chain.from_iterable(
@@ -118,7 +196,7 @@ def read_spans(document: Any) -> tuple[str, list[_Span], int]:
     refused when it looks like a tool span, and only counted otherwise."""
     kind = detect_format(document)
     if kind is None:
-        raise ExternalFormatError(f"not a recognised trace format: expected {EXPECTED}")
+        raise ExternalFormatError(unrecognised(document))
     spans, unread = [], 0
     for raw in _raw_spans(kind, document):
         if raw_is_tool(raw):
