@@ -12,6 +12,8 @@ import pytest
 from reviewapp.engine import decode_line, parse_record
 from reviewapp.ingest.formats import decode_unit
 from reviewapp.ingest.otel import convert
+from reviewapp.ingest.pipeline import ingest_file
+from reviewapp.models import IngestBatch, Run, TraceRecord
 from tests.paths import OTEL
 
 PHOENIX = OTEL / "generated" / "phoenix"
@@ -186,3 +188,16 @@ def test_text_ids_are_kept_in_every_span_format(trace_id, span_id):
         call, observation = tool_pairs(convert(document).records)[0]
         assert call["runId"] == trace_id
         assert observation["observationId"] == f"otel:{trace_id}:{span_id}"
+
+
+@pytest.mark.django_db
+def test_a_phoenix_export_is_ingested_once_with_its_agent():
+    rest = ingest_file(PHOENIX / "phoenix-rest-spans.json", channel=IngestBatch.Channel.CLI)
+    assert (rest.lines, rest.accepted, rest.rejected, rest.ignored) == (1, 1, 0, 3)
+    run = Run.objects.get()
+    assert (run.run_id, run.agent) == (TRACE, AGENT)
+    calls = TraceRecord.objects.filter(type="tool_call").order_by("id")
+    assert [c.key for c in calls] == [c[1] for c in CALLS]
+    # The client's list holds the same spans: nothing new to store.
+    client = ingest_file(PHOENIX / "phoenix-client-spans.json", channel=IngestBatch.Channel.CLI)
+    assert (client.duplicates, client.accepted) == (1, 0)
