@@ -189,14 +189,17 @@ def _step(value: Any, found: Unwrapped) -> Any | None:
             return _from_text(value["text"])
         if set(value) == {"output"} and is_tool_message(value["output"]):
             return value["output"]  # a LangChain tool run's outputs: {"output": ToolMessage}
-        if isinstance(value.get("toolUseId"), str) and isinstance(value.get("content"), list):
-            if set(value) <= STRANDS_RESULT_KEYS:  # a Strands / Bedrock ToolResult
-                found.envelopes.append("strands")
-                _keep_call_id(found, value["toolUseId"])
-                if value.get("status") == "error":
-                    text = _text_blocks(value["content"])
-                    found.errors.append({"code": "TOOL_ERROR", "message": _short(text or "error")})
-                return value["content"]
+        if (
+            isinstance(value.get("toolUseId"), str)
+            and isinstance(value.get("content"), list)
+            and set(value) <= STRANDS_RESULT_KEYS
+        ):  # a Strands / Bedrock ToolResult
+            found.envelopes.append("strands")
+            _keep_call_id(found, value["toolUseId"])
+            if value.get("status") == "error":
+                text = _text_blocks(value["content"])
+                found.errors.append({"code": "TOOL_ERROR", "message": _short(text or "error")})
+            return value["content"]
         if value.get("role") == "tool" and "content" in value and set(value) <= TOOL_ROLE_KEYS:
             found.envelopes.append("tool-message")  # a chat tool message (OpenAI, GenAI events)
             _keep_call_id(found, value.get("tool_call_id", value.get("id")))
