@@ -138,9 +138,9 @@ def index(spans: Iterable[_Span]) -> CallIndex:
                         for call_id, arguments in _chat_tool_calls(message):
                             calls.arguments.setdefault(call_id, arguments)
             elif name == "gen_ai.tool.message":
-                call_id = _an_id(attributes.get("id"))
-                if call_id is not None and "content" in attributes:
-                    calls.results.setdefault(call_id, attributes["content"])
+                result_id = _an_id(attributes.get("id"))
+                if result_id is not None and "content" in attributes:
+                    calls.results.setdefault(result_id, attributes["content"])
             if name == DETAILS_EVENT:
                 _index_attributes(attributes, calls)
     return calls

@@ -188,8 +188,10 @@ def _arguments(span: _Span, own: Any = MISSING, model: Any = MISSING) -> dict[st
     named = _as_object(model) if model is not MISSING else None
     if named is not None:
         return named
-    if looks_like_schema(parameters) and len(parameters["properties"]) == 1:
-        return {next(iter(parameters["properties"])): raw}
+    if isinstance(parameters, dict) and looks_like_schema(parameters):
+        properties = parameters["properties"]
+        if len(properties) == 1:
+            return {next(iter(properties)): raw}
     return {"_raw": raw}
 
 

@@ -117,11 +117,12 @@ def _label(where: str, name: Any) -> str:
 
 def _events(events: Any, label: str, read_attributes) -> tuple[tuple[str, dict[str, Any]], ...]:
     """Each event of a span as (name, attributes), read the way its format writes them."""
-    found = []
+    found: list[tuple[str, dict[str, Any]]] = []
     for index, event in enumerate(_list(events, f"{label}: events")):
         if not isinstance(event, dict):
             raise ExternalFormatError(f"{label}: events[{index}] must be an object")
-        name = event.get("name") if isinstance(event.get("name"), str) else ""
+        raw_name = event.get("name")
+        name = raw_name if isinstance(raw_name, str) else ""
         try:
             attributes = read_attributes(
                 event.get("attributes"), f"{label}: events[{index}].attributes"
