@@ -13,7 +13,7 @@ from reviewapp.ingest.otel import convert
 from reviewapp.ingest.otel.detect import read_spans
 from reviewapp.ingest.pipeline import ingest_file
 from reviewapp.models import IngestBatch, Run, TraceRecord
-from tests.paths import EXTERNAL
+from tests.paths import EXTERNAL, OTEL
 
 SYNTHETIC = "synthetic"
 
@@ -249,6 +249,84 @@ def test_any_agent_arguments_and_outputs_are_read():
     assert "errors" not in web  # Markdown, not JSON cut short
     assert write["value"] == {"result": "Successfully wrote to /projects/hi.txt"}
     assert write["resultEnvelope"] == "mcp"
+
+
+# name: for each call, the fields at the top of its value (its envelopes taken off) that a
+# policy decides on, each with what the file holds; None: the file holds no value.
+DECISIONS = {
+    "agentprism-langfuse-vercel-ai-mcp.json": [{"content.0.title": "Datasets"}],
+    "langfuse-vercel-ai-sdk.trace.json": [{"location": "San Francisco", "temperature": 64}],
+    "langfuse-dotnet-meai-gemini.trace.json": [{"response_status": "Error"}, None],
+    "langfuse-koog.trace.json": [
+        {"result": "Bye my dear Bob!"},
+        {"result": "Hello my darling Bob!"},
+    ],
+    "langfuse-langgraph-js.trace.json": [{"result": "It's always sunny in San Francisco!"}],
+    "langfuse-agno-openinference.json": [
+        {"result.0.title": "Twitter. It's what's happening / Twitter"}
+    ],
+    "langfuse-google-adk-openinference.json": [{"greeting": "Hello Langfuse 👋"}],
+    "langfuse-langgraph-python.json": [{"result.0.url": "https://example.com"}],
+    "langfuse-beeai-openinference.json": [
+        {"result.0.description": "Barcelona"},
+        {"latitude": 41.4375, "longitude": 2.1875, "timezone": "GMT"},
+    ],
+    "agentfactory-url-to-podcast.anyagent.json": [
+        {"result": "# Available Tools"},
+        {"result.0.id": "elevenlabs-mcp", "result.0.license": "MIT"},
+        {"result": "import subprocess"},
+        {"result": "import requests"},
+        {"result": "from litellm import completion"},
+    ],
+    "anyagent-openai-agents-openinference.readablespans.json": [
+        {"result": "[The Best 10 Breweries near Aspinwall"},
+        {"result": "Successfully wrote to /projects/hi.txt"},
+    ],
+}
+
+
+def field_of(value, path):
+    for step in path.split("."):
+        value = value[int(step)] if isinstance(value, list) else value[step]
+    return value
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_each_calls_value_holds_its_decision_fields_at_the_top(name):
+    """Read means comparable: what the tool returned, not the envelope it came in. A long
+    text is compared by its opening."""
+    values = [observation.get("value") for observation in observations(name)]
+    assert len(values) == len(DECISIONS[name])
+    for value, fields in zip(values, DECISIONS[name], strict=True):
+        if fields is None:
+            assert value is None
+            continue
+        for path, expected in fields.items():
+            found = field_of(value, path)
+            if isinstance(expected, str) and isinstance(found, str) and len(found) > len(expected):
+                assert found.startswith(expected), (path, found[:80])
+            else:
+                assert found == expected, path
+
+
+# Every fixture, real or made: how many tool calls it gives. No format detection or reader
+# change may read fewer (the lists above and tests/ingest/test_otel.py say which).
+CALL_COUNTS = {
+    **{name: len(tools) for name, (_, _, _, _, tools) in EXPECTED.items()},
+    "openinference-tools.json": 4,
+    "otlp-js-sdk.json": 2,
+    "protobuf-messagetojson-not-spec.json": 1,
+    "python-console-exporter-not-otlp.json": 1,
+}
+
+
+def test_no_fixture_reads_fewer_calls():
+    paths = sorted([*EXTERNAL.glob("*.json"), *OTEL.glob("*.json")])
+    counts = {}
+    for path in paths:
+        records = convert(json.loads(path.read_text())).records
+        counts[path.name] = sum(1 for record in records if record["type"] == "tool_call")
+    assert counts == CALL_COUNTS
 
 
 @pytest.mark.django_db

@@ -111,12 +111,15 @@ def _read_jaeger_span(where: str, span: dict, process: dict) -> _Span:
     )
     message = attributes.get("otel.status_description")
     exceptions = []
+    events = []  # a Jaeger log is a span event, its name under "event"
     for index, log in enumerate(_list(span.get("logs"), f"{label}: logs")):
         if not isinstance(log, dict):
             raise ExternalFormatError(f"{label}: logs[{index}] must be an object")
         fields = _tags(log.get("fields"), f"{label}: logs[{index}].fields")
         if fields.get("event") == "exception" or "exception.type" in fields:
             exceptions.append(fields)
+        event = fields.get("event")
+        events.append((event if isinstance(event, str) else "", fields))
     parent = None
     for reference in span.get("references") or []:
         if isinstance(reference, dict) and reference.get("refType") == "CHILD_OF":
@@ -139,4 +142,5 @@ def _read_jaeger_span(where: str, span: dict, process: dict) -> _Span:
         exceptions=tuple(exceptions),
         parent_id=parent,
         resource=resource,
+        events=tuple(events),
     )

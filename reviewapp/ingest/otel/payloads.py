@@ -21,6 +21,8 @@ MAX_LITERAL_CHARS = 256 * 1024
 MAX_ERROR_MESSAGE = 500
 MCP_RESULT_KEYS = frozenset({"content", "isError", "structuredContent", "_meta", "meta"})
 MCP_BLOCK_KEYS = frozenset({"type", "text", "annotations", "_meta", "meta"})
+STRANDS_RESULT_KEYS = frozenset({"toolUseId", "status", "content"})
+TOOL_ROLE_KEYS = frozenset({"role", "content", "tool_call_id", "id", "name"})
 
 
 def is_placeholder(value: Any) -> bool:
@@ -120,15 +122,23 @@ def _from_text(value: Any) -> Any:
 
 
 def _text_blocks(blocks: list) -> str | None:
-    """The text of MCP content blocks when every block is text."""
+    """The text of content blocks when every block is text: MCP's `{"type": "text", "text"}`
+    or Bedrock's and Strands' `{"text"}`."""
     texts = []
     for block in blocks:
-        if not (isinstance(block, dict) and block.get("type") == "text"):
+        if not isinstance(block, dict) or not isinstance(block.get("text"), str):
             return None
-        if not isinstance(block.get("text"), str):
+        if block.get("type", "text") != "text" or not set(block) <= MCP_BLOCK_KEYS:
             return None
         texts.append(block["text"])
     return "\n".join(texts)
+
+
+def _json_block(blocks: list) -> tuple[bool, Any]:
+    """The value of a lone Bedrock / Strands `{"json": ...}` content block."""
+    if len(blocks) == 1 and isinstance(blocks[0], dict) and set(blocks[0]) == {"json"}:
+        return True, blocks[0]["json"]
+    return False, None
 
 
 def _tool_message(value: dict) -> dict | None:
@@ -146,6 +156,11 @@ def _tool_message(value: dict) -> dict | None:
     if value.get("type") == "tool" and "tool_call_id" in value and "content" in value:
         return value
     return None
+
+
+def _keep_call_id(found: Unwrapped, call_id: Any) -> None:
+    if isinstance(call_id, str) and not is_id_placeholder(call_id):
+        found.call_id = found.call_id or call_id
 
 
 def is_tool_message(value: Any) -> bool:
@@ -172,6 +187,27 @@ def _step(value: Any, found: Unwrapped) -> Any | None:
         ):
             found.envelopes.append("mcp")
             return _from_text(value["text"])
+        if set(value) == {"output"} and is_tool_message(value["output"]):
+            return value["output"]  # a LangChain tool run's outputs: {"output": ToolMessage}
+        if (
+            isinstance(value.get("toolUseId"), str)
+            and isinstance(value.get("content"), list)
+            and set(value) <= STRANDS_RESULT_KEYS
+        ):  # a Strands / Bedrock ToolResult
+            found.envelopes.append("strands")
+            _keep_call_id(found, value["toolUseId"])
+            if value.get("status") == "error":
+                text = _text_blocks(value["content"])
+                found.errors.append({"code": "TOOL_ERROR", "message": _short(text or "error")})
+            return value["content"]
+        if value.get("role") == "tool" and "content" in value and set(value) <= TOOL_ROLE_KEYS:
+            found.envelopes.append("tool-message")  # a chat tool message (OpenAI, GenAI events)
+            _keep_call_id(found, value.get("tool_call_id", value.get("id")))
+            return _from_text(value["content"])
+        if value.get("type") == "tool_call_response" and "response" in value:
+            found.envelopes.append("genai-part")  # a GenAI convention message part
+            _keep_call_id(found, value.get("id"))
+            return _from_text(value["response"])
         fields = _tool_message(value)
         if fields is not None:
             found.envelopes.append("langchain")
@@ -191,14 +227,19 @@ def _step(value: Any, found: Unwrapped) -> Any | None:
     if isinstance(value, list) and value:
         text = _text_blocks(value)
         if text is not None:
-            found.envelopes.append("mcp")
+            typed = all("type" in block for block in value)
+            found.envelopes.append("mcp" if typed else "content-blocks")
             return _from_text(text)
+        ok, inner = _json_block(value)
+        if ok:
+            found.envelopes.append("content-blocks")
+            return inner
     return None
 
 
 def unwrap(value: Any) -> Unwrapped:
     found = Unwrapped(value)
-    for _ in range(4):
+    for _ in range(8):
         inner = _step(found.payload, found)
         if inner is None:
             break

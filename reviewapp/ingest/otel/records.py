@@ -8,7 +8,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from reviewapp.ingest.otel import events
 from reviewapp.ingest.otel.detect import JAEGER, LANGFUSE, PHOENIX, read_spans
+from reviewapp.ingest.otel.events import MISSING
 from reviewapp.ingest.otel.payloads import (
     decode_text,
     is_id_placeholder,
@@ -71,6 +73,7 @@ def convert(document: Any, keys: ExtractionKeys = DEFAULT_KEYS) -> Conversion:
     kind, spans, unread = read_spans(document)
     found = Document(spans)
     tools = found.tool_spans()
+    calls = events.index(spans)
     if kind in UNORDERED:
         # These exports list spans in no order of their own: a span's start is the best
         # order there is (a stable sort: spans that start together keep their places).
@@ -81,7 +84,7 @@ def convert(document: Any, keys: ExtractionKeys = DEFAULT_KEYS) -> Conversion:
         if tool.span.trace_id not in started:
             started.add(tool.span.trace_id)
             records.extend(_run_started(found, tool.span))
-        records.extend(_records(tool, keys))
+        records.extend(_records(tool, keys, calls))
     for span in spans:
         # An agent span that ends after its tool spans may come in a later export: it
         # still names the run's agent.
@@ -151,24 +154,44 @@ def _tool_call_id(attributes: Mapping[str, Any], tool: str) -> tuple[str | None,
     return None, None
 
 
-def _arguments(span: _Span) -> dict[str, Any] | None:
-    raw = _first(span, ARGUMENT_KEYS, None)
-    if raw is None:
-        parameters = span.attributes.get("tool.parameters")
-        if isinstance(parameters, str):
-            parameters = decode_text(parameters)[1]
-        if parameters is not None and not looks_like_schema(parameters):
-            raw = parameters  # OpenInference arguments, where the emitter put them there
-    if raw is None:
-        raw = None if is_placeholder(span.input) else span.input
-    if raw is None:
-        return None
+def _as_object(raw: Any) -> dict[str, Any] | None:
     if isinstance(raw, dict):
         return raw
     if isinstance(raw, str):
         kind, value = decode_text(raw)
         if kind != "text" and isinstance(value, dict):
             return value
+    return None
+
+
+def _arguments(span: _Span, own: Any = MISSING, model: Any = MISSING) -> dict[str, Any] | None:
+    """The call's arguments: on the span, in its events, or (where the span holds only one
+    argument's bare value, as OpenInference writes a LangChain tool's) as the model's tool
+    call with the same id named them."""
+    raw = _first(span, ARGUMENT_KEYS, None)
+    if raw is None and own is not MISSING:
+        raw = own
+    parameters = span.attributes.get("tool.parameters")
+    if isinstance(parameters, str):
+        parameters = decode_text(parameters)[1]
+    if raw is None and parameters is not None and not looks_like_schema(parameters):
+        raw = parameters  # OpenInference arguments, where the emitter put them there
+    if raw is None:
+        raw = None if is_placeholder(span.input) else span.input
+    if raw is None and model is not MISSING:
+        raw = model
+    if raw is None:
+        return None
+    found = _as_object(raw)
+    if found is not None:
+        return found
+    named = _as_object(model) if model is not MISSING else None
+    if named is not None:
+        return named
+    if isinstance(parameters, dict) and looks_like_schema(parameters):
+        properties = parameters["properties"]
+        if len(properties) == 1:
+            return {next(iter(properties)): raw}
     return {"_raw": raw}
 
 
@@ -344,16 +367,23 @@ def _result(result: Any, keys: ExtractionKeys, observation: dict) -> tuple[list,
     return errors + unwrapped.errors, unwrapped.call_id
 
 
-def _records(tool: ToolSpan, keys: ExtractionKeys) -> tuple[dict, dict]:
+def _records(tool: ToolSpan, keys: ExtractionKeys, calls: events.CallIndex) -> tuple[dict, dict]:
     span = tool.span
     span_key = f"otel:{span.trace_id}:{span.span_id}"
     call_id, stand_in = _tool_call_id(span.attributes, tool.tool)
     common = {"runId": span.trace_id}
     times = _times(span)
 
+    written = events.own(span)
+    known_id = call_id or written.call_id
+    result = _first(span, RESULT_KEYS, span.output)
+    if result is None and written.result is not MISSING:
+        result = written.result
+    if result is None and known_id is not None:
+        result = calls.results.get(known_id)
     found: dict[str, Any] = {}
-    errors, envelope_call_id = _result(_first(span, RESULT_KEYS, span.output), keys, found)
-    call_id = call_id or envelope_call_id
+    errors, envelope_call_id = _result(result, keys, found)
+    call_id = call_id or envelope_call_id or written.call_id
     flags: dict[str, Any] = {} if call_id is not None else {"syntheticToolCallId": True}
     if stand_in is not None:
         flags["toolCallIdRaw"] = stand_in
@@ -373,7 +403,9 @@ def _records(tool: ToolSpan, keys: ExtractionKeys) -> tuple[dict, dict]:
         **flags,
         "tool": tool.tool,
     }
-    arguments = _arguments(span)
+    arguments = _arguments(
+        span, written.arguments, calls.arguments.get(call_id, MISSING) if call_id else MISSING
+    )
     if arguments is not None:
         call["arguments"] = arguments
     call["ok"] = not span.error

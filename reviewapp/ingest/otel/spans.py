@@ -52,6 +52,8 @@ class _Span:
     # What the export says of the whole trace (a Langfuse trace's name and session).
     trace_name: str | None = None
     session_id: str | None = None
+    # Every event as (name, attributes): GenAI exporters put arguments and results there.
+    events: tuple[tuple[str, dict[str, Any]], ...] = ()
 
 
 class _Raw:
@@ -113,17 +115,29 @@ def _label(where: str, name: Any) -> str:
     return f"{where} ({_quote(name, 40)})" if isinstance(name, str) and name else where
 
 
-def _exception_events(events: Any, label: str, read_attributes) -> tuple[dict[str, Any], ...]:
-    """The attributes of a span's `exception` events, read the way its format writes them."""
-    found = []
+def _events(events: Any, label: str, read_attributes) -> tuple[tuple[str, dict[str, Any]], ...]:
+    """Each event of a span as (name, attributes), read the way its format writes them."""
+    found: list[tuple[str, dict[str, Any]]] = []
     for index, event in enumerate(_list(events, f"{label}: events")):
         if not isinstance(event, dict):
             raise ExternalFormatError(f"{label}: events[{index}] must be an object")
-        if event.get("name") == "exception":
-            found.append(
-                read_attributes(event.get("attributes"), f"{label}: events[{index}].attributes")
+        raw_name = event.get("name")
+        name = raw_name if isinstance(raw_name, str) else ""
+        try:
+            attributes = read_attributes(
+                event.get("attributes"), f"{label}: events[{index}].attributes"
             )
+        except ExternalFormatError:
+            if name == "exception":
+                raise
+            continue  # an event that cannot be read is no reason to lose the span
+        found.append((name, attributes))
     return tuple(found)
+
+
+def _exceptions(events: tuple[tuple[str, dict[str, Any]], ...]) -> tuple[dict[str, Any], ...]:
+    """The attributes of a span's `exception` events."""
+    return tuple(attributes for name, attributes in events if name == "exception")
 
 
 def _optional_id(raw: Any, size: int) -> str | None:
@@ -211,7 +225,7 @@ def _read_otlp_span(
     )
     end = _unix_nanos(_get(span, "endTimeUnixNano", "end_time_unix_nano"), "endTimeUnixNano", label)
     error, message = _status(span.get("status"), label, "code", "message")
-    exceptions = _exception_events(span.get("events"), label, _key_values)
+    events = _events(span.get("events"), label, _key_values)
     return _Span(
         where=label,
         name=name,
@@ -222,10 +236,11 @@ def _read_otlp_span(
         end_nanos=end,
         error=error,
         status_message=message,
-        exceptions=exceptions,
+        exceptions=_exceptions(events),
         parent_id=_optional_id(_get(span, "parentSpanId", "parent_span_id"), SPAN_ID_BYTES),
         resource=resource or {},
         scope=scope,
+        events=events,
     )
 
 
@@ -273,7 +288,7 @@ def _read_console_span(document: dict, where: str = "span") -> _Span:
         error, message = _status(document.get("status"), label, "status_code", "description")
     else:  # Phoenix: the status's code and message beside the span's other fields
         error, message = _status(document, label, "status_code", "status_message")
-    exceptions = _exception_events(document.get("events"), label, _plain_attributes)
+    events = _events(document.get("events"), label, _plain_attributes)
     parent = document.get("parent")
     parent_id = parent.get("span_id") if isinstance(parent, dict) else document.get("parent_id")
     resource = document.get("resource")
@@ -288,10 +303,11 @@ def _read_console_span(document: dict, where: str = "span") -> _Span:
         end_nanos=end,
         error=error,
         status_message=message,
-        exceptions=exceptions,
+        exceptions=_exceptions(events),
         parent_id=_optional_id(parent_id, SPAN_ID_BYTES),
         kind=_phoenix_kind(document),
         resource=resource_attributes if isinstance(resource_attributes, dict) else {},
+        events=events,
     )
 
 
