@@ -21,6 +21,7 @@ from reviewapp.ingest.otel.records import (
     ExtractionKeys,
     convert,
     convert_document,
+    convert_spans,
 )
 from reviewapp.ingest.otel.values import ExternalFormatError
 
@@ -38,5 +39,6 @@ __all__ = [
     "ExtractionKeys",
     "convert",
     "convert_document",
+    "convert_spans",
     "detect_format",
 ]
