@@ -101,6 +101,9 @@ class RawLine:
     number: int
     raw: bytes
     error: str | None = None
+    # What its payload decodes to (a formats.DecodedUnit), when whoever made the line
+    # decoded it already: the OTLP receiver, from protobuf, with no JSON between.
+    decoded: Any = None
 
     @property
     def payload(self) -> bytes:

@@ -73,6 +73,12 @@ def decode_unit(payload: bytes) -> DecodedUnit:
         conversion = otel.convert(document, extraction_keys())
     except otel.ExternalFormatError as exc:
         raise RecordError(f"{external}: {exc}") from None
+    return converted_unit(external, conversion)
+
+
+def converted_unit(external: str, conversion: otel.Conversion) -> DecodedUnit:
+    """The unit of an external document's conversion, checked as decode_unit checks it
+    (the OTLP receiver makes one from the spans it decoded, with no JSON between)."""
     converted = conversion.records
     if nul_location(converted) is not None:
         # JSON text inside a span's attributes, decoded by the adapter, can hold one too.

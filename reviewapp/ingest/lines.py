@@ -82,7 +82,7 @@ def _prepare(batch: IngestBatch, raw_line: RawLine, redaction: LineRedaction | N
         reason = raw_line.error
     else:
         try:
-            unit = decode_unit(raw_line.payload)
+            unit = raw_line.decoded or decode_unit(raw_line.payload)
             if redaction is not None:
                 unit, redacted = redaction.unit(raw_line.payload, unit)
         except RecordError as exc:

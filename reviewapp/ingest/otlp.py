@@ -204,7 +204,9 @@ def _ingest(traces, *, token: ApiToken, encoding: str) -> Answer:
     if len(content) > settings.INGEST_INLINE_MAX_BYTES:
         send_to_worker(batch)
         return _success(encoding, 0, "")
-    ingest_batch(batch)
+    # The lines decoded from protobuf spans already are not decoded again.
+    decoded = {number: trace.unit for number, trace in enumerate(traces, start=1) if trace.unit}
+    ingest_batch(batch, decoded=decoded)
     rejected = list(
         TraceLine.objects.filter(batch=batch, accepted=False)
         .order_by("line_number")

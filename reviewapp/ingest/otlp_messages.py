@@ -7,6 +7,11 @@ a trace's spans keep their resource and scope. A protobuf span becomes JSON only
 trace's line is written, so that a large request holds its decoded message and one
 trace's worth of JSON, not every span's.
 
+A protobuf trace's records are made from its decoded spans (their _Span built here, as
+otel.spans reads them from that JSON), not by parsing its line back: a trace whose spans
+do not all read plainly (an id of the wrong size, values nested too deeply ...) is decoded
+from its line instead, as a file would be, so that it is refused for the same reason.
+
 A request too large to decode while the exporter waits is kept as it came, and a worker
 reads its lines from it here (kept_request_lines)."""
 
@@ -24,6 +29,7 @@ from django.conf import settings
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from reviewapp.engine import RecordError
 from reviewapp.ingest.files import (
     MAX_LINE_BYTES,
     InflateMeter,
@@ -32,6 +38,10 @@ from reviewapp.ingest.files import (
     oversized_line,
     unreadable,
 )
+from reviewapp.ingest.formats import DecodedUnit, converted_unit, extraction_keys
+from reviewapp.ingest.otel import OTLP, ExternalFormatError, ExtractionKeys, convert_spans
+from reviewapp.ingest.otel.spans import _peek_key_values, _Span
+from reviewapp.ingest.otel.values import MAX_NESTING, _quote
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -54,11 +64,13 @@ class BadRequest(ValueError):
 
 @dataclass(frozen=True)
 class TraceDocument:
-    """One trace of a request: its TracesData as a JSON line, and how many spans it holds."""
+    """One trace of a request: its TracesData as a JSON line, how many spans it holds and,
+    for protobuf, what the line decodes to (None: decode the line)."""
 
     trace_id: str
     line: bytes
     spans: int
+    unit: DecodedUnit | None = None
 
 
 # --- protobuf ----------------------------------------------------------------------------
@@ -144,7 +156,106 @@ def protobuf_documents(body: bytes) -> Iterator[TraceDocument]:
             scope = _scope(scope_spans.scope)
             for span in scope_spans.spans:
                 grouped.add(span.trace_id.hex(), (r, s), resource, scope, span)
-    return grouped.documents(_span)
+    keys = extraction_keys()
+    return grouped.documents(_span, lambda places, line: _protobuf_unit(places, line, keys))
+
+
+# --- protobuf spans straight to records --------------------------------------------------
+
+
+class _NotPlain(Exception):
+    """A span that the reading of its JSON might refuse: its trace is decoded from its line."""
+
+
+def _plain_value(value: Any, depth: int) -> Any:
+    """An AnyValue as otel.values._any_value reads the JSON that _any_value writes of it."""
+    if depth > MAX_NESTING:
+        raise _NotPlain
+    kind = value.WhichOneof("value")
+    if kind == "string_value":
+        return value.string_value
+    if kind is None:
+        return None
+    if kind == "bool_value":
+        return value.bool_value
+    if kind == "int_value":
+        return value.int_value
+    if kind == "double_value":
+        number = value.double_value
+        if not math.isfinite(number):
+            return "NaN" if math.isnan(number) else ("Infinity" if number > 0 else "-Infinity")
+        return number
+    if kind == "array_value":
+        return [_plain_value(item, depth + 1) for item in value.array_value.values]
+    if kind == "kvlist_value":
+        return _plain_attributes(value.kvlist_value.values, depth + 1)
+    return base64.b64encode(value.bytes_value).decode()
+
+
+def _plain_attributes(items: Any, depth: int = 0) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for item in items:
+        value = _plain_value(item.value, depth)
+        found.pop(item.key, None)  # a repeated key keeps its last value, placed last
+        found[item.key] = value
+    return found
+
+
+def _plain_id(raw: bytes, size: int) -> str:
+    if len(raw) != size or not any(raw):
+        raise _NotPlain
+    return raw.hex()
+
+
+def _read_protobuf_span(where: str, span: Any, resource: Any, scope: Any) -> _Span:
+    """The _Span that otel.spans reads from the JSON that _span writes of `span`."""
+    name = span.name
+    parent = span.parent_span_id
+    status = span.status
+    return _Span(
+        where=f"{where} ({_quote(name, 40)})" if name else where,
+        name=name,
+        trace_id=_plain_id(span.trace_id, 16),
+        span_id=_plain_id(span.span_id, 8),
+        attributes=_plain_attributes(span.attributes),
+        start_nanos=span.start_time_unix_nano or None,
+        end_nanos=span.end_time_unix_nano or None,
+        error=status.code == 2,
+        status_message=status.message or None,
+        exceptions=tuple(
+            _plain_attributes(event.attributes)
+            for event in span.events
+            if event.name == "exception"
+        ),
+        parent_id=parent.hex() if len(parent) == 8 and any(parent) else None,
+        resource=resource,
+        scope=scope,
+    )
+
+
+def _protobuf_unit(places: dict, line: bytes, keys: ExtractionKeys) -> DecodedUnit | None:
+    """What the trace's line decodes to (formats.decode_unit), from its protobuf spans;
+    None when decoding the line may say otherwise (a refusal, with its reason)."""
+    if b"\\u0000" in line:
+        return None
+    spans = []
+    r, s, last = -1, 0, None
+    try:
+        for resource, scope, members in places.values():
+            # Where each span is in the line's document, as _Grouped.documents places it.
+            if resource is not last:
+                r, s, last = r + 1, 0, resource
+                resource_view = _peek_key_values(resource["attributes"])
+            else:
+                s += 1
+            where = f"resourceSpans[{r}].scopeSpans[{s}].spans"
+            for k, span in enumerate(members):
+                spans.append(
+                    _read_protobuf_span(f"{where}[{k}]", span, resource_view, scope["name"])
+                )
+        return converted_unit(OTLP, convert_spans(OTLP, spans, 0, keys))
+    except (_NotPlain, ExternalFormatError, RecordError):
+        return None
 
 
 # --- JSON --------------------------------------------------------------------------------
@@ -209,8 +320,13 @@ class _Grouped:
             places[place] = (resource, scope, [])
         places[place][2].append(span)
 
-    def documents(self, span_json: Callable[[Any], Any]) -> Iterator[TraceDocument]:
-        """Each trace's document, its spans made JSON by `span_json` as it is written."""
+    def documents(
+        self,
+        span_json: Callable[[Any], Any],
+        unit_of: Callable[[dict, bytes], DecodedUnit | None] | None = None,
+    ) -> Iterator[TraceDocument]:
+        """Each trace's document, its spans made JSON by `span_json` as it is written (and
+        with `unit_of`, what it decodes to, from its spans and line)."""
         for trace, places in self.traces.items():
             resource_spans: list[dict[str, Any]] = []
             last_resource = None
@@ -226,7 +342,9 @@ class _Grouped:
             count = sum(len(spans) for _, _, spans in places.values())
             # surrogatepass: an unpaired surrogate escape of a JSON body becomes bytes that are
             # no UTF-8, and its line is rejected for it, not the request.
-            yield TraceDocument(trace, line.encode("utf-8", "surrogatepass"), count)
+            encoded = line.encode("utf-8", "surrogatepass")
+            unit = unit_of(places, encoded) if unit_of is not None else None
+            yield TraceDocument(trace, encoded, count, unit)
 
 
 # --- a request kept for a worker ---------------------------------------------------------
@@ -264,4 +382,4 @@ def kept_request_lines(
         if len(document.line) > MAX_LINE_BYTES:
             yield oversized_line(source, number, document.line, len(document.line))
         else:
-            yield RawLine(source, number, document.line)
+            yield RawLine(source, number, document.line, decoded=document.unit)

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, closing
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
@@ -96,17 +97,22 @@ TRANSIENT_TRIES = 4
 
 
 def ingest_batch(
-    batch: IngestBatch, *, progress: Progress | None = None, when: Q | None = None
+    batch: IngestBatch,
+    *,
+    progress: Progress | None = None,
+    when: Q | None = None,
+    decoded: Mapping[int, Any] | None = None,
 ) -> IngestSummary:
     """Read, store and judge one batch, whole (if it matches `when`); safe to call again
     on the same batch, and from two workers at once (the second finds it claimed and leaves
-    it to the first)."""
+    it to the first). `decoded`: what lines of it decode to, by line number, known already
+    (the OTLP receiver's, from protobuf), so that they are not decoded again."""
     with claim_batch(batch.pk, when=when) as claimed:
         if claimed is None:
             return IngestSummary.of(IngestBatch.objects.get(pk=batch.pk))
         clock = StageClock()
         with counting(clock):
-            summary = run_retrying(batch, lambda: _ingest_locked(batch, progress))
+            summary = run_retrying(batch, lambda: _ingest_locked(batch, progress, decoded))
         summary.stages = clock.rounded()
         return summary
 
@@ -149,10 +155,12 @@ def _is_transient(exc: OperationalError) -> bool:
     return isinstance(exc.__cause__, psycopg.errors.TransactionRollback)
 
 
-def _ingest_locked(batch: IngestBatch, progress: Progress | None) -> IngestSummary:
+def _ingest_locked(
+    batch: IngestBatch, progress: Progress | None, decoded: Mapping[int, Any] | None = None
+) -> IngestSummary:
     active = active_policy()
     in_flight = RunsInFlight(active, batch)
-    stored = store_file(batch, in_flight, report=_batch_report(batch, progress))
+    stored = store_file(batch, in_flight, report=_batch_report(batch, progress), decoded=decoded)
     with atomic_write():
         in_flight.judge_rest()
     return batch_finish(batch, lines=stored.lines, identical=stored.identical, active=active)
@@ -243,6 +251,7 @@ def store_file(
     *,
     report: Report,
     take: Callable[[RawLine], bool] | None = None,
+    decoded: Mapping[int, Any] | None = None,
 ) -> ChunkStored:
     """Store every line of the batch's file (with `take`, only the lines it takes) in
     chunks; return what that added, all chunks together. Each chunk is decoded here while
@@ -265,6 +274,8 @@ def store_file(
         meter = InflateMeter.of(stream)
         chunk: list[RawLine] = []
         lines = _lines_of(batch, stream, meter)
+        if decoded:
+            lines = _with_decoded(lines, decoded)
         window = 0
         for raw_line in lines:
             if isinstance(raw_line, BlankRun):
@@ -311,6 +322,14 @@ def _lines_of(
         max_decompressed=settings.INGEST_MAX_DECOMPRESSED_BYTES,
         meter=meter,
     )
+
+
+def _with_decoded(
+    lines: Iterator[RawLine | BlankRun], decoded: Mapping[int, Any]
+) -> Iterator[RawLine | BlankRun]:
+    for line in lines:
+        unit = decoded.get(line.number) if isinstance(line, RawLine) else None
+        yield line if unit is None else replace(line, decoded=unit)
 
 
 def _store_and_report(

@@ -23,6 +23,7 @@ from reviewapp.ingest.otel.records import (
     ExtractionKeys,
     convert,
     convert_document,
+    convert_spans,
 )
 from reviewapp.ingest.otel.values import ExternalFormatError
 
@@ -41,6 +42,7 @@ __all__ = [
     "ExtractionKeys",
     "convert",
     "convert_document",
+    "convert_spans",
     "detect_format",
     "unrecognised",
 ]

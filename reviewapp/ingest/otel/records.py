@@ -71,6 +71,14 @@ def convert(document: Any, keys: ExtractionKeys = DEFAULT_KEYS) -> Conversion:
     ExternalFormatError when the document is no format this reads, or is one but a tool
     span of it cannot be read."""
     kind, spans, unread = read_spans(document)
+    return convert_spans(kind, spans, unread, keys)
+
+
+def convert_spans(
+    kind: str, spans: list[_Span], unread: int = 0, keys: ExtractionKeys = DEFAULT_KEYS
+) -> Conversion:
+    """convert() of spans read already (`unread` more did not read): what the OTLP receiver
+    gives for the spans it decoded from protobuf, with no JSON between."""
     found = Document(spans)
     tools = found.tool_spans()
     calls = events.index(spans)
