@@ -40,7 +40,7 @@ from reviewapp.ingest.files import (
 )
 from reviewapp.ingest.formats import DecodedUnit, converted_unit, extraction_keys
 from reviewapp.ingest.otel import OTLP, ExternalFormatError, ExtractionKeys, convert_spans
-from reviewapp.ingest.otel.spans import _peek_key_values, _Span
+from reviewapp.ingest.otel.spans import _exceptions, _peek_key_values, _Span
 from reviewapp.ingest.otel.values import MAX_NESTING, _quote
 
 PROTOBUF = "application/x-protobuf"
@@ -212,6 +212,7 @@ def _read_protobuf_span(where: str, span: Any, resource: Any, scope: Any) -> _Sp
     name = span.name
     parent = span.parent_span_id
     status = span.status
+    events = tuple((event.name, _plain_attributes(event.attributes)) for event in span.events)
     return _Span(
         where=f"{where} ({_quote(name, 40)})" if name else where,
         name=name,
@@ -222,14 +223,11 @@ def _read_protobuf_span(where: str, span: Any, resource: Any, scope: Any) -> _Sp
         end_nanos=span.end_time_unix_nano or None,
         error=status.code == 2,
         status_message=status.message or None,
-        exceptions=tuple(
-            _plain_attributes(event.attributes)
-            for event in span.events
-            if event.name == "exception"
-        ),
+        exceptions=_exceptions(events),
         parent_id=parent.hex() if len(parent) == 8 and any(parent) else None,
         resource=resource,
         scope=scope,
+        events=events,
     )
 
 

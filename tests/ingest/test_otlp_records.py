@@ -170,16 +170,17 @@ def test_a_protobuf_trace_decodes_from_its_spans_to_what_its_line_decodes_to():
 
 
 @pytest.mark.parametrize(
-    "spoil",
+    ("spoil", "refused"),
     [
-        lambda span: setattr(span, "span_id", b"\x01" * 7),
-        lambda span: setattr(span, "trace_id", b""),
-        lambda span: (span.ClearField("name"), span.attributes.pop(1)),  # no tool's name
-        lambda span: span.attributes.append(key_value("nul", string_value="a\x00b")),
+        # A span id of the wrong size: the line reads it as an opaque id (as any format).
+        (lambda span: setattr(span, "span_id", b"\x01" * 7), False),
+        (lambda span: setattr(span, "trace_id", b""), True),
+        (lambda span: (span.ClearField("name"), span.attributes.pop(1)), True),  # no name
+        (lambda span: span.attributes.append(key_value("nul", string_value="a\x00b")), True),
     ],
     ids=["short-span-id", "no-trace-id", "a-tool-without-a-name", "nul"],
 )
-def test_a_trace_that_does_not_read_plainly_is_decoded_from_its_line(spoil):
+def test_a_trace_that_does_not_read_plainly_is_decoded_from_its_line(spoil, refused):
     span = tool_span(2, "refund_service", '{"source": "refund-service"}')
     spoil(span)
     request = ExportTraceServiceRequest(
@@ -187,8 +188,11 @@ def test_a_trace_that_does_not_read_plainly_is_decoded_from_its_line(spoil):
     )
     (trace,) = protobuf_traces(request.SerializeToString())
     assert trace.unit is None
-    with pytest.raises(RecordError):
-        decode_unit(trace.line)
+    if refused:
+        with pytest.raises(RecordError):
+            decode_unit(trace.line)
+    else:
+        assert decode_unit(trace.line).records
 
 
 def stored() -> dict:
@@ -261,3 +265,27 @@ def test_a_protobuf_export_sent_again_adds_nothing_and_the_line_is_kept(client, 
     assert sorted(trace.line for trace in protobuf_traces(body)) == raw  # kept as written
     batches = IngestBatch.objects.order_by("id")
     assert [(b.accepted, b.duplicates) for b in batches] == [(3, 0), (0, 3)]
+
+
+def test_a_result_in_a_span_event_is_read_alike_from_protobuf_and_from_its_line():
+    # GenAI exporters may put the result in an event: the direct path reads events too.
+    span = tool_span(2, "refund_service", '{"source": "refund-service"}')
+    while span.attributes[-1].key != "gen_ai.tool.call.arguments":
+        span.attributes.pop()
+    span.events.add(
+        name="gen_ai.tool.message",
+        time_unix_nano=span.end_time_unix_nano,
+        attributes=[
+            key_value(
+                "gen_ai.tool.call.result",
+                string_value='{"source": "refund-service", "status": "refunded"}',
+            )
+        ],
+    )
+    request = ExportTraceServiceRequest(
+        resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=[agent_span(), span])])]
+    )
+    (trace,) = protobuf_traces(request.SerializeToString())
+    assert trace.unit is not None and trace.unit == decode_unit(trace.line)
+    observation = [r for r in trace.unit.records if type(r).__name__ == "Observation"]
+    assert [o.value_for("status") for o in observation] == ["refunded"]
