@@ -132,6 +132,33 @@ def _crewai_held(spans):
     ]
 
 
+def langsmith_otel_held(lines):
+    def hex_id(value):
+        return value.removeprefix("0x")
+
+    root = next(span for span in lines if span["parent_id"] is None)
+    call_ids = {}
+    for span in lines:
+        if span["attributes"].get("langsmith.span.kind") == "llm":
+            completion = json.loads(span["attributes"]["gen_ai.completion"])
+            for tool, ids in _chat_call_ids(completion).items():
+                call_ids.setdefault(tool, []).extend(ids)
+    return [
+        {
+            "run": hex_id(span["context"]["trace_id"]),
+            "agent": root["name"],
+            "conversation": span["attributes"].get("langsmith.metadata.thread_id"),
+            "tool": span["attributes"]["gen_ai.tool.name"],
+            "span": hex_id(span["context"]["span_id"]),
+            "callId": _take_call_id(call_ids, span["attributes"]["gen_ai.tool.name"]),
+            "arguments": json.loads(span["attributes"]["gen_ai.prompt"]),
+            "value": json.loads(span["attributes"]["gen_ai.completion"]),
+        }
+        for span in lines
+        if span["attributes"].get("langsmith.span.kind") == "tool"
+    ]
+
+
 def crewai_otlp_held(document):
     spans = []
     for resource_spans in document["resourceSpans"]:
@@ -166,6 +193,7 @@ HELD = {
     "mlflow/mlflow-trace.json": lambda found: mlflow_held(found[0]),
     "mlflow/mlflow-traces-artifact.json": lambda found: mlflow_held(found[0]),
     "langsmith/langsmith-runs.json": lambda found: langsmith_held(found[0]),
+    "langsmith/langsmith-otel-spans.jsonl": langsmith_otel_held,
     "crewai/crewai-otlp.json": lambda found: crewai_otlp_held(found[0]),
     "crewai/crewai-spans.jsonl": crewai_lines_held,
 }
@@ -175,7 +203,7 @@ def test_the_manifest_names_every_generated_file_and_only_those():
     on_disk = {
         str(path.relative_to(GENERATED))
         for path in GENERATED.glob("*/*")
-        if path.name not in ("generate.py", "README.md")
+        if path.is_file() and path.name not in ("generate.py", "README.md")
     }
     assert set(FILES) == on_disk == set(HELD)
 
@@ -213,26 +241,31 @@ def test_the_two_sources_of_each_run_disagree_on_status():
 # -- What our readers get from each file today --------------------------------------------
 
 REFUSED = "refused"
-# name: (outcome: our format name or REFUSED, tools read completely, the run's agent today,
-#        spans counted as ignored)
+# name: (outcome: our format name or REFUSED, tool calls found, tools read completely,
+#        the run's agent today, spans counted as ignored)
 READ_TODAY = {
     # MLflow's {info, data: {spans}} is no format we know.
-    "mlflow/mlflow-trace.json": (REFUSED, [], None, 0),
+    "mlflow/mlflow-trace.json": (REFUSED, 0, [], None, 0),
     # {"spans": [...]} with trace_id/span_id reads as a span list, but MLflow's span kind
     # (mlflow.spanType "\"TOOL\"") is not a tool span to us: accepted, 0 calls, all ignored.
-    "mlflow/mlflow-traces-artifact.json": ("span-list", [], None, 5),
+    "mlflow/mlflow-traces-artifact.json": ("span-list", 0, [], None, 5),
     # A JSON array of LangSmith Runs (id, trace_id, run_type) is no list of spans to us.
-    "langsmith/langsmith-runs.json": (REFUSED, [], None, 0),
+    "langsmith/langsmith-runs.json": (REFUSED, 0, [], None, 0),
+    # Both tool spans are found (execute_tool), but their arguments (gen_ai.prompt) and
+    # results (gen_ai.completion) are not read, and nothing names the agent or the
+    # conversation (langsmith.metadata.thread_id) to us.
+    "langsmith/langsmith-otel-spans.jsonl": ("otel-span", 2, [], None, 3),
     # Read whole; the agent is CrewAI's agent key (gen_ai.agent.name), not its role.
     "crewai/crewai-otlp.json": (
         "otlp",
+        2,
         ["get_order", "get_payment"],
         "c586dbfb276007e3d634d3ac1e733e45",
         3,
     ),
     # Read whole, but the agent span ends last, so the run's first run_started (from the
     # first tool span's line) has no agent, and the first one wins.
-    "crewai/crewai-spans.jsonl": ("otel-span", ["get_order", "get_payment"], None, 3),
+    "crewai/crewai-spans.jsonl": ("otel-span", 2, ["get_order", "get_payment"], None, 3),
 }
 
 
@@ -286,9 +319,10 @@ def read_completely(call, records):
 
 @pytest.mark.parametrize("name", FILES)
 def test_what_our_readers_get_today(name):
-    outcome, complete_tools, agent, ignored = READ_TODAY[name]
+    outcome, found_calls, complete_tools, agent, ignored = READ_TODAY[name]
     found, records, counted = read_today(name)
     assert (found, counted) == (outcome, ignored)
+    assert sum(record["type"] == "tool_call" for record in records) == found_calls
     calls = MANIFEST["files"][name]["calls"]
     assert [call["tool"] for call in calls if read_completely(call, records)] == complete_tools
     started = [r for r in records if r["type"] == "run_started"]
