@@ -24,17 +24,14 @@ MAX_BYTES = 200_000
 COMPLETE = {"tool", "callId", "arguments", "decision", "agent"}
 
 # What our readers get right of each call today, by file and tool (both tools of a file alike).
-# Lost today: openai-agents.native.json is refused as no known format; Strands legacy keeps
-# arguments and result in span events (unread); Strands latest keeps the result wrapped in
-# content blocks ({"result": [{"text": ...}]}) and infers the source; LangChain's call id sits
-# in the ToolMessage (synthetic id instead), its one argument becomes {"_raw": "A-1"}, its value
-# is the ToolMessage envelope (status "success") and its agent is the service name.
+# Lost today: openai-agents.native.json is refused as no known format; LangChain's agent is
+# the service name (the file has no agent span: the root chain is not taken for one).
 READ_TODAY = {
     "openai-agents/openai-agents.native.json": set(),
     "openai-agents/openai-agents.openinference.otlp.json": COMPLETE | {"provenance"},
-    "strands/strands.legacy.otlp.json": {"tool", "callId", "agent"},
-    "strands/strands.latest.otlp.json": {"tool", "callId", "arguments", "agent"},
-    "langchain/langchain.openinference.otlp.json": {"tool"},
+    "strands/strands.legacy.otlp.json": COMPLETE | {"provenance"},
+    "strands/strands.latest.otlp.json": COMPLETE | {"provenance"},
+    "langchain/langchain.openinference.otlp.json": COMPLETE - {"agent"} | {"provenance"},
     "logfire/logfire.pydantic-ai.otlp.json": COMPLETE | {"provenance"},
 }
 CALL_ID_SHAPE = re.compile(r"^(call|tooluse|toolu)_")
@@ -169,7 +166,7 @@ def test_our_readers_read_at_least_what_they_read_today(name):
         assert fields_read(expected, call, observation, agent) >= floor, expected["tool"]
 
 
-def test_at_least_four_of_the_twelve_calls_are_read_completely_today():
+def test_at_least_eight_of_the_twelve_calls_are_read_completely_today():
     complete = 0
     total = 0
     for name in FILES:
@@ -182,4 +179,4 @@ def test_at_least_four_of_the_twelve_calls_are_read_completely_today():
             ):
                 complete += 1
     assert total == 12
-    assert complete >= 4
+    assert complete >= 8

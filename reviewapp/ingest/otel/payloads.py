@@ -142,7 +142,9 @@ def _json_block(blocks: list) -> tuple[bool, Any]:
 
 
 def _tool_message(value: dict) -> dict | None:
-    """The fields of a LangChain ToolMessage: serialized (`lc` constructor) or as a dict."""
+    """The fields of a LangChain ToolMessage: serialized (`lc` constructor), as
+    `message_to_dict` writes it (`{"type": "tool", "data": {...}}`, as OpenInference's
+    LangChain instrumentation does) or as a dict."""
     ids = value.get("id")
     if (
         value.get("lc") == 1
@@ -155,6 +157,14 @@ def _tool_message(value: dict) -> dict | None:
         return value["kwargs"]
     if value.get("type") == "tool" and "tool_call_id" in value and "content" in value:
         return value
+    data = value.get("data")
+    if (
+        value.get("type") == "tool"
+        and isinstance(data, dict)
+        and "tool_call_id" in data
+        and "content" in data
+    ):
+        return data
     return None
 
 
