@@ -9,6 +9,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from reviewapp.accounts.roles import INGEST
+from reviewapp.ingest.otel import SpanReport
 from reviewapp.ingest.receive import DeliveryRefused, api_body_receive, file_name_header
 from reviewapp.ingest.streams import Readable
 from reviewapp.ingest.tokens import authenticate_bearer
@@ -55,6 +56,8 @@ def _batch_json(batch: IngestBatch) -> dict:
         "identical": batch.identical,
         "rejected": batch.rejected,
         "ignored": batch.ignored,
+        # An external format's spans: read, tool calls, dropped by reason (null: none).
+        "spans": SpanReport.of_json(batch.span_report).summary_json() if batch.span_report else None,
         "runs": batch.runs,
         "tickets": batch.tickets,
         "error": batch.error or None,

@@ -22,6 +22,7 @@ from reviewapp.ingest.otel.records import (
     convert,
     convert_document,
 )
+from reviewapp.ingest.otel.report import SpanReport
 from reviewapp.ingest.otel.values import ExternalFormatError
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "LANGFUSE",
     "OTEL_SPAN",
     "OTLP",
+    "SpanReport",
     "SPAN_LIST",
     "TEMPO",
     "Conversion",

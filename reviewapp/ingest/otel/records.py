@@ -16,6 +16,7 @@ from reviewapp.ingest.otel.payloads import (
     looks_like_schema,
     unwrap,
 )
+from reviewapp.ingest.otel.report import NOT_A_TOOL_CALL, SpanReport, unreadable_reason
 from reviewapp.ingest.otel.spans import _Span
 from reviewapp.ingest.otel.tools import ARGUMENT_KEYS, RESULT_KEYS, Document, ToolSpan
 from reviewapp.ingest.otel.values import MAX_NANOS, _is_int, _looks_like_json, _quote, _rfc3339
@@ -60,6 +61,8 @@ class Conversion:
     # Each trace's earliest span start (nanoseconds since the epoch), whatever the span: a
     # run starts when its first span did, which is seldom a tool span.
     starts: dict[str, int] = dataclasses.field(default_factory=dict)
+    # Its spans, tool calls and what was dropped and why (ignored, in words).
+    report: SpanReport = dataclasses.field(default_factory=SpanReport)
 
 
 def convert(document: Any, keys: ExtractionKeys = DEFAULT_KEYS) -> Conversion:
@@ -88,7 +91,23 @@ def convert(document: Any, keys: ExtractionKeys = DEFAULT_KEYS) -> Conversion:
         if span.trace_id not in started and span.attributes.get("gen_ai.agent.name"):
             started.add(span.trace_id)
             records.extend(_run_started(found, span))
-    return Conversion(kind, records, len(spans) + unread - len(tools), _earliest_starts(spans))
+    report = _span_report(spans, unread, tools)
+    return Conversion(
+        kind, records, len(spans) + len(unread) - len(tools), _earliest_starts(spans), report
+    )
+
+
+def _span_report(
+    spans: list[_Span], unread: list[tuple[str, str]], tools: list[ToolSpan]
+) -> SpanReport:
+    report = SpanReport(spans=len(spans) + len(unread), tool_calls=len(tools))
+    called = {id(tool.span) for tool in tools}
+    for span in spans:
+        if id(span) not in called:
+            report.drop(NOT_A_TOOL_CALL, span.where)
+    for where, message in unread:
+        report.drop(unreadable_reason(message, where), message)
+    return report
 
 
 def _earliest_starts(spans: list[_Span]) -> dict[str, int]:
