@@ -325,6 +325,8 @@ def _result(result: Any, keys: ExtractionKeys, observation: dict) -> tuple[list,
     """Fill the observation's value and provenance from a result; (its errors, the call id
     its envelope carried)."""
     errors: list[Any] = []
+    if result is None:
+        return errors, None  # no result: the only way to have no value
     if isinstance(result, str) and result.strip() == REDACTED:
         errors.append(
             {
@@ -354,11 +356,13 @@ def _result(result: Any, keys: ExtractionKeys, observation: dict) -> tuple[list,
         observation["resultEnvelope"] = "+".join(unwrapped.envelopes)
     payload = unwrapped.payload
     if isinstance(payload, str) and payload.strip() == REDACTED:
-        payload = None
         errors.append({"code": "RESULT_REDACTED", "message": "the exporter withheld the result"})
-    if isinstance(payload, dict):
+    elif isinstance(payload, dict):
         errors.extend(_from_payload(payload, keys, observation))
-    elif payload is not None and not is_placeholder(payload):
+        if not payload:
+            observation["value"] = {}  # the tool answered, with no fields: still an answer
+    elif not is_placeholder(payload):
+        # A scalar, a list or null: what the tool returned ({"result": null} for null).
         observation["value"] = {"result": payload}
     return errors + unwrapped.errors, unwrapped.call_id
 
