@@ -57,12 +57,18 @@ def _batch_json(batch: IngestBatch) -> dict:
         "rejected": batch.rejected,
         "ignored": batch.ignored,
         # An external format's spans: read, tool calls, dropped by reason (null: none).
-        "spans": SpanReport.of_json(batch.span_report).summary_json() if batch.span_report else None,
+        "spans": _span_report_json(batch),
         "runs": batch.runs,
         "tickets": batch.tickets,
         "error": batch.error or None,
         "url": reverse("api-batch", args=[batch.public_id]),
     }
+
+
+def _span_report_json(batch: IngestBatch) -> dict | None:
+    if not batch.span_report:
+        return None
+    return SpanReport.of_json(batch.span_report).summary_json()
 
 
 @csrf_exempt  # a bearer token, not a cookie, authenticates these requests
