@@ -21,6 +21,7 @@ from reviewapp.celery import Tasks
 from reviewapp.durable import Durable, Send
 from reviewapp.infra.locks import Space
 from reviewapp.ingest.kept import kept_delete, kept_exists
+from reviewapp.ingest.otel import SpanReport
 from reviewapp.ingest.streams import file_digest
 from reviewapp.models import IngestBatch, ShadowDesignation, TraceLine, TraceRecord
 
@@ -76,12 +77,15 @@ class IngestSummary:
     batch_pks: set[int] = field(default_factory=set, repr=False, compare=False)
     # Seconds by stage (ingest.stages), of the batches ingested here.
     stages: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
+    # External formats: spans read, tool calls, and the spans dropped and why.
+    span_report: SpanReport = field(default_factory=SpanReport)
 
     def add(self, other: IngestSummary) -> None:
         first = not self.batch_pks
         for name in SUMMED:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.batch_pks |= other.batch_pks
+        self.span_report.add(other.span_report)
         for stage, seconds in other.stages.items():
             self.stages[stage] = round(self.stages.get(stage, 0.0) + seconds, 6)
         # Runs two batches share count once: counted again, unless there is one batch.
@@ -89,6 +93,13 @@ class IngestSummary:
 
     def as_dict(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in COUNTED}
+
+    def as_json(self) -> dict[str, Any]:
+        """The counts, and what the spans of an external format came to (when it had any)."""
+        shown: dict[str, Any] = dict(self.as_dict())
+        if self.span_report.spans:
+            shown["spans"] = self.span_report.summary_json()
+        return shown
 
     @classmethod
     def of(cls, batch: IngestBatch) -> IngestSummary:
@@ -101,6 +112,7 @@ class IngestSummary:
             runs=batch.runs,
             tickets=batch.tickets,
             ignored=batch.ignored,
+            span_report=SpanReport.of_json(batch.span_report),
         )
 
 

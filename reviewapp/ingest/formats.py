@@ -30,6 +30,9 @@ class DecodedUnit:
     origins: tuple[str, ...] = field(default=())
     # External formats: each run's earliest span start (ns since the epoch), tool span or not.
     span_starts: dict[str, int] = field(default_factory=dict)
+    # External formats: its spans, tool calls, and the spans dropped and why (stored with
+    # its line, summed into its batch's summary).
+    span_report: otel.SpanReport | None = None
 
     @property
     def run_ids(self) -> list[str]:
@@ -96,6 +99,7 @@ def converted_unit(external: str, conversion: otel.Conversion) -> DecodedUnit:
         conversion.ignored,
         _origins(converted),
         conversion.starts,
+        conversion.report,
     )
 
 

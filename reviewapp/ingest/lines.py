@@ -18,6 +18,7 @@ re-delivery: such lines are stored once, like any duplicate, and counted apart
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -349,6 +350,7 @@ LINE_COLUMNS = (
     "reason",
     "format",
     "ignored",
+    "span_report",
 )
 
 
@@ -362,6 +364,7 @@ def _line_row(batch_pk: int, line: Line) -> tuple[Any, ...]:
         line.reason,
         line.unit.format if line.unit else "",
         line.unit.ignored if line.unit else 0,
+        line.unit.span_report.as_json() if line.unit and line.unit.span_report else None,
     )
 
 
@@ -370,10 +373,11 @@ def _insert_returning(lines: list[Line]) -> dict[str, int]:
     table = TraceLine._meta.db_table
     columns = ", ".join(LINE_COLUMNS)
     values = [list(column) for column in zip(*(line.row for line in lines), strict=True)]
+    values[-1] = [None if report is None else json.dumps(report) for report in values[-1]]
     sql = f"INSERT INTO {table} ({columns}) {{rows}} ON CONFLICT (identity) DO NOTHING RETURNING identity, id"
-    # Eight array parameters instead of eight per line, bound apart from the statement:
+    # Nine array parameters instead of nine per line, bound apart from the statement:
     # quoting the raw bytes into its text would cost more than the insert.
-    rows = "SELECT * FROM unnest(%s::bigint[], %s::text[]::uuid[], %s::integer[], %s::bytea[], %s::boolean[], %s::text[], %s::text[], %s::integer[])"
+    rows = "SELECT * FROM unnest(%s::bigint[], %s::text[]::uuid[], %s::integer[], %s::bytea[], %s::boolean[], %s::text[], %s::text[], %s::integer[], %s::text[]::jsonb[])"
     with bound_cursor() as cursor:
         cursor.execute(sql.format(rows=rows), values, binary=True)
         return {identity.hex: line_id for identity, line_id in cursor.fetchall()}

@@ -206,18 +206,21 @@ def _ingest(traces, *, token: ApiToken, encoding: str) -> Answer:
         return _success(encoding, 0, "")
     # The lines decoded from protobuf spans already are not decoded again.
     decoded = {number: trace.unit for number, trace in enumerate(traces, start=1) if trace.unit}
-    ingest_batch(batch, decoded=decoded)
+    report = ingest_batch(batch, decoded=decoded).span_report
     rejected = list(
         TraceLine.objects.filter(batch=batch, accepted=False)
         .order_by("line_number")
         .values_list("line_number", "reason")
     )
+    # Spans that did not read are dropped as a rejected trace's are; the report says why,
+    # and that a request with spans held no tool call (a warning, with nothing rejected).
+    said = [f"{report.message()} (batch {batch.public_id})"] if report.is_warning else []
     if not rejected:
-        return _success(encoding, 0, "")
+        return _success(encoding, report.unread, "; ".join(said))
     spans = sum(traces[number - 1].spans for number, _ in rejected)
     named = [f"trace {traces[n - 1].trace_id}: {reason}" for n, reason in rejected[:NAMED_REASONS]]
     if len(rejected) > NAMED_REASONS:
         named.append(
             f"and {len(rejected) - NAMED_REASONS} more traces (see batch {batch.public_id})"
         )
-    return _success(encoding, spans, "; ".join(named))
+    return _success(encoding, spans + report.unread, "; ".join(named + said))

@@ -251,7 +251,7 @@ def _protobuf_unit(places: dict, line: bytes, keys: ExtractionKeys) -> DecodedUn
                 spans.append(
                     _read_protobuf_span(f"{where}[{k}]", span, resource_view, scope["name"])
                 )
-        return converted_unit(OTLP, convert_spans(OTLP, spans, 0, keys))
+        return converted_unit(OTLP, convert_spans(OTLP, spans, (), keys))
     except (_NotPlain, ExternalFormatError, RecordError):
         return None
 

@@ -53,6 +53,7 @@ from reviewapp.ingest.lines import (
     store_records,
 )
 from reviewapp.ingest.occurrences import OccurrenceCounter
+from reviewapp.ingest.otel import SpanReport
 from reviewapp.ingest.otlp_messages import kept_request_encoding, kept_request_lines
 from reviewapp.ingest.redaction import ingest_redaction
 from reviewapp.ingest.runs import ensure_runs
@@ -188,6 +189,7 @@ def batch_finish(
         )
     )
     ignored = TraceLine.objects.filter(batch=batch).aggregate(n=Sum("ignored"))["n"] or 0
+    span_report = batch_span_report(batch)
     summary = IngestSummary(
         lines=lines,
         accepted=stored[True],
@@ -198,11 +200,13 @@ def batch_finish(
         runs=count_runs_touched({batch.pk}),
         tickets=Ticket.objects.filter(batch=batch).count(),
         batch_pks={batch.pk},
+        span_report=span_report,
     )
     IngestBatch.objects.filter(pk=batch.pk).update(
         state=IngestBatch.State.DONE,
         finished_at=timezone.now(),
         bytes_done=batch.size_bytes,
+        span_report=span_report.as_json() if span_report.spans else {},
         **summary.as_dict(),
     )
     batch.refresh_from_db()
@@ -212,6 +216,20 @@ def batch_finish(
         # (a file named on the command line is the user's own, and stays).
         kept_delete(batch.stored_path)
     return summary
+
+
+def batch_span_report(batch: IngestBatch) -> SpanReport:
+    """The span reports of the lines the batch stored, summed in file order (the first
+    example of each reason is the file's first)."""
+    report = SpanReport()
+    stored = (
+        TraceLine.objects.filter(batch=batch, span_report__isnull=False)
+        .order_by("line_number")
+        .values_list("span_report", flat=True)
+    )
+    for one in stored.iterator():
+        report.add(SpanReport.of_json(one))
+    return report
 
 
 def _mark_failed(batch: IngestBatch, exc: BaseException) -> None:

@@ -86,6 +86,9 @@ class IngestBatch(models.Model):
     tickets = models.PositiveIntegerField(default=0)
     # Spans of accepted lines that are not tool calls (an external format's chat spans, say).
     ignored = models.PositiveIntegerField(default=0)
+    # Its lines' span reports summed once done (otel.SpanReport.as_json): spans read, tool
+    # calls, and the spans dropped by reason with a count and a first example. {}: no spans.
+    span_report = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
     # How many times a worker has started on it: a failed batch is tried again a few times.
     attempts = models.PositiveIntegerField(default=0)
@@ -257,6 +260,8 @@ class TraceLine(models.Model):
     format = models.CharField(max_length=20, default="native")
     # Spans it held that are not tool calls (an external format), counted, not stored apart.
     ignored = models.PositiveIntegerField(default=0)
+    # An external format's span report (otel.SpanReport.as_json); NULL for a native line.
+    span_report = models.JSONField(null=True, blank=True)
     # The tombstone (privacy/retention.py): when its raw bytes were replaced by nothing, and
     # the SHA-256 (hex) and length of those bytes. NULL while it holds them.
     expired_at = models.DateTimeField(null=True, blank=True)

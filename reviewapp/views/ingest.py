@@ -16,6 +16,7 @@ from reviewapp.accounts.roles import INGEST
 from reviewapp.durable import worker_silent_since
 from reviewapp.forms.ingest import TokenForm, UploadForm
 from reviewapp.ingest.batches import BatchNotRetryable, identical_note, retry_batch
+from reviewapp.ingest.otel import SpanReport
 from reviewapp.ingest.receive import DeliveryRefused, upload_receive
 from reviewapp.ingest.tokens import create_token, revoke_token
 from reviewapp.ingest.uploads import refused_uploads
@@ -101,6 +102,8 @@ def _accept_uploads(request: HttpRequest, files) -> None:
                     batch_url,
                 ),
             )
+            if summary.span_report.is_warning:
+                messages.warning(request, f"{upload.name}: {summary.span_report.message()}.")
 
 
 @require_GET
@@ -121,6 +124,9 @@ def _batch_state(request: HttpRequest, batch: IngestBatch) -> dict:
         "batch": batch,
         "can_ingest": request.user.has_perm(INGEST),
         "worker_silent": None if batch.is_finished else worker_silent_since(),
+        # An external format's spans: read, tool calls, dropped and why (a warning when
+        # tool calls were lost or there were none).
+        "span_report": SpanReport.of_json(batch.span_report) if batch.span_report else None,
         # A batch split into parts (ingest.parts): each worker's share and how far it is.
         "parts": list(batch.part_rows.all()) if batch.parts > 1 else [],
     }

@@ -9,6 +9,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from reviewapp.accounts.roles import INGEST
+from reviewapp.ingest.otel import SpanReport
 from reviewapp.ingest.receive import DeliveryRefused, api_body_receive, file_name_header
 from reviewapp.ingest.streams import Readable
 from reviewapp.ingest.tokens import authenticate_bearer
@@ -55,11 +56,19 @@ def _batch_json(batch: IngestBatch) -> dict:
         "identical": batch.identical,
         "rejected": batch.rejected,
         "ignored": batch.ignored,
+        # An external format's spans: read, tool calls, dropped by reason (null: none).
+        "spans": _span_report_json(batch),
         "runs": batch.runs,
         "tickets": batch.tickets,
         "error": batch.error or None,
         "url": reverse("api-batch", args=[batch.public_id]),
     }
+
+
+def _span_report_json(batch: IngestBatch) -> dict | None:
+    if not batch.span_report:
+        return None
+    return SpanReport.of_json(batch.span_report).summary_json()
 
 
 @csrf_exempt  # a bearer token, not a cookie, authenticates these requests

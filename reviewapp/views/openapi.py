@@ -271,6 +271,7 @@ DOCUMENT: dict[str, Any] = {
                     "identical",
                     "rejected",
                     "ignored",
+                    "spans",
                     "runs",
                     "tickets",
                     "error",
@@ -296,6 +297,35 @@ DOCUMENT: dict[str, Any] = {
                     },
                     "rejected": {"type": "integer", "minimum": 0, "description": SO_FAR},
                     "ignored": {"type": "integer", "minimum": 0, "description": ONCE_DONE},
+                    "spans": {
+                        "type": "object",
+                        "nullable": True,
+                        "description": "An external format's spans: how many were read, how "
+                        "many were tool calls, and the rest dropped, grouped by reason with a "
+                        "count and the first example; in words (message), and whether that is "
+                        "a warning (spans and no tool call, or spans that did not read). Null "
+                        "for native lines. " + ONCE_DONE,
+                        "required": ["spans", "toolCalls", "dropped", "reasons", "message"],
+                        "properties": {
+                            "spans": {"type": "integer", "minimum": 0},
+                            "toolCalls": {"type": "integer", "minimum": 0},
+                            "dropped": {"type": "integer", "minimum": 0},
+                            "reasons": {
+                                "type": "array",
+                                "items": {
+                                    "type": "object",
+                                    "required": ["reason", "count", "firstExample"],
+                                    "properties": {
+                                        "reason": {"type": "string"},
+                                        "count": {"type": "integer", "minimum": 1},
+                                        "firstExample": {"type": "string"},
+                                    },
+                                },
+                            },
+                            "message": {"type": "string"},
+                            "warning": {"type": "boolean"},
+                        },
+                    },
                     "runs": {"type": "integer", "minimum": 0, "description": ONCE_DONE},
                     "tickets": {"type": "integer", "minimum": 0, "description": SO_FAR},
                     "error": {"type": "string", "nullable": True},

@@ -208,7 +208,10 @@ def test_a_trace_with_an_unreadable_tool_span_is_a_partial_success(client, token
 def test_spans_without_tools_are_accepted_and_counted_as_ignored(client, token):
     response = post(client, request_of([agent_span()]), token)
     assert response.status_code == 200
-    assert not ExportTraceServiceResponse.FromString(response.content).HasField("partial_success")
+    # Nothing rejected, but the answer says so in words (issue 27.3: never in silence).
+    partial = ExportTraceServiceResponse.FromString(response.content).partial_success
+    assert partial.rejected_spans == 0
+    assert partial.error_message.startswith("1 span read, 0 tool calls: not one of them is")
     batch = IngestBatch.objects.get()
     assert (batch.accepted, batch.rejected, batch.ignored) == (1, 0, 1)
     # The agent span names an agent: the run exists, with its agent, before any tool call.

@@ -25,6 +25,7 @@ from reviewapp.ingest.otel.records import (
     convert_document,
     convert_spans,
 )
+from reviewapp.ingest.otel.report import SpanReport
 from reviewapp.ingest.otel.values import ExternalFormatError
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "OTEL_SPAN",
     "OTLP",
     "PHOENIX",
+    "SpanReport",
     "SPAN_LIST",
     "TEMPO",
     "Conversion",

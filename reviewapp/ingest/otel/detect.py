@@ -191,19 +191,20 @@ def _raw_spans(kind: str, document: Any) -> Iterator[_Raw]:
     return iter([console_raw_span(document)])
 
 
-def read_spans(document: Any) -> tuple[str, list[_Span], int]:
-    """(format, every span that reads, how many did not): a span that does not read is
-    refused when it looks like a tool span, and only counted otherwise."""
+def read_spans(document: Any) -> tuple[str, list[_Span], list[tuple[str, str]]]:
+    """(format, every span that reads, (where, why) of each that did not): a span that
+    does not read is refused when it looks like a tool span, and only reported otherwise."""
     kind = detect_format(document)
     if kind is None:
         raise ExternalFormatError(unrecognised(document))
-    spans, unread = [], 0
+    spans: list[_Span] = []
+    unread: list[tuple[str, str]] = []
     for raw in _raw_spans(kind, document):
         if raw_is_tool(raw):
             spans.append(raw.read())
             continue
         try:
             spans.append(raw.read())
-        except ExternalFormatError:
-            unread += 1
+        except ExternalFormatError as exc:
+            unread.append((raw.where, str(exc)))
     return kind, spans, unread

@@ -4,7 +4,7 @@ result's provenance, value and errors (docs/formats.md says how)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +18,7 @@ from reviewapp.ingest.otel.payloads import (
     looks_like_schema,
     unwrap,
 )
+from reviewapp.ingest.otel.report import NOT_A_TOOL_CALL, SpanReport, unreadable_reason
 from reviewapp.ingest.otel.spans import _Span
 from reviewapp.ingest.otel.tools import ARGUMENT_KEYS, RESULT_KEYS, Document, ToolSpan
 from reviewapp.ingest.otel.values import MAX_NANOS, _is_int, _looks_like_json, _quote, _rfc3339
@@ -62,6 +63,8 @@ class Conversion:
     # Each trace's earliest span start (nanoseconds since the epoch), whatever the span: a
     # run starts when its first span did, which is seldom a tool span.
     starts: dict[str, int] = dataclasses.field(default_factory=dict)
+    # Its spans, tool calls and what was dropped and why (ignored, in words).
+    report: SpanReport = dataclasses.field(default_factory=SpanReport)
 
 
 def convert(document: Any, keys: ExtractionKeys = DEFAULT_KEYS) -> Conversion:
@@ -75,10 +78,13 @@ def convert(document: Any, keys: ExtractionKeys = DEFAULT_KEYS) -> Conversion:
 
 
 def convert_spans(
-    kind: str, spans: list[_Span], unread: int = 0, keys: ExtractionKeys = DEFAULT_KEYS
+    kind: str,
+    spans: list[_Span],
+    unread: Sequence[tuple[str, str]] = (),
+    keys: ExtractionKeys = DEFAULT_KEYS,
 ) -> Conversion:
-    """convert() of spans read already (`unread` more did not read): what the OTLP receiver
-    gives for the spans it decoded from protobuf, with no JSON between."""
+    """convert() of spans read already (`unread`: where and why others did not read): what
+    the OTLP receiver gives for the spans it decoded from protobuf, with no JSON between."""
     found = Document(spans)
     tools = found.tool_spans()
     calls = events.index(spans)
@@ -99,7 +105,23 @@ def convert_spans(
         if span.trace_id not in started and span.attributes.get("gen_ai.agent.name"):
             started.add(span.trace_id)
             records.extend(_run_started(found, span))
-    return Conversion(kind, records, len(spans) + unread - len(tools), _earliest_starts(spans))
+    report = _span_report(spans, unread, tools)
+    return Conversion(
+        kind, records, len(spans) + len(unread) - len(tools), _earliest_starts(spans), report
+    )
+
+
+def _span_report(
+    spans: list[_Span], unread: Sequence[tuple[str, str]], tools: list[ToolSpan]
+) -> SpanReport:
+    report = SpanReport(spans=len(spans) + len(unread), tool_calls=len(tools))
+    called = {id(tool.span) for tool in tools}
+    for span in spans:
+        if id(span) not in called:
+            report.drop(NOT_A_TOOL_CALL, span.where)
+    for where, message in unread:
+        report.drop(unreadable_reason(message, where), message)
+    return report
 
 
 def _earliest_starts(spans: list[_Span]) -> dict[str, int]:
@@ -337,6 +359,8 @@ def _result(result: Any, keys: ExtractionKeys, observation: dict) -> tuple[list,
     """Fill the observation's value and provenance from a result; (its errors, the call id
     its envelope carried)."""
     errors: list[Any] = []
+    if result is None:
+        return errors, None  # no result: the only way to have no value
     if isinstance(result, str) and result.strip() == REDACTED:
         errors.append(
             {
@@ -366,11 +390,13 @@ def _result(result: Any, keys: ExtractionKeys, observation: dict) -> tuple[list,
         observation["resultEnvelope"] = "+".join(unwrapped.envelopes)
     payload = unwrapped.payload
     if isinstance(payload, str) and payload.strip() == REDACTED:
-        payload = None
         errors.append({"code": "RESULT_REDACTED", "message": "the exporter withheld the result"})
-    if isinstance(payload, dict):
+    elif isinstance(payload, dict):
         errors.extend(_from_payload(payload, keys, observation))
-    elif payload is not None and not is_placeholder(payload):
+        if not payload:
+            observation["value"] = {}  # the tool answered, with no fields: still an answer
+    elif not is_placeholder(payload):
+        # A scalar, a list or null: what the tool returned ({"result": null} for null).
         observation["value"] = {"result": payload}
     return errors + unwrapped.errors, unwrapped.call_id
 

@@ -92,7 +92,7 @@ class Command(BaseCommand):
             if not options["json"]:
                 self.stdout.write(f"{path}: {_describe(summary)}")
         if options["json"]:
-            shown: dict[str, object] = dict(total.as_dict())
+            shown: dict[str, object] = total.as_json()
             if options["stages"]:
                 shown["stages"] = total.stages
             self.stdout.write(json.dumps(shown))
@@ -109,4 +109,10 @@ def _describe(summary: IngestSummary) -> str:
         + f", {summary.rejected:,} rejected; {summary.runs:,} runs judged, "
         f"{summary.tickets:,} tickets opened"
         + (f"; {summary.ignored:,} spans without a tool call ignored" if summary.ignored else "")
+        + (
+            f"\n  {'warning: ' if summary.span_report.is_warning else ''}"
+            f"{summary.span_report.message()}"
+            if summary.span_report.spans
+            else ""
+        )
     )
