@@ -247,13 +247,26 @@ REFUSED = "refused"
 # name: (outcome: our format name or REFUSED, tool calls found, tools read completely,
 #        the run's agent today, spans counted as ignored)
 READ_TODAY = {
-    # MLflow's {info, data: {spans}} is no format we know.
-    "mlflow/mlflow-trace.json": (REFUSED, 0, [], None, 0),
-    # {"spans": [...]} with trace_id/span_id reads as a span list, but MLflow's span kind
-    # (mlflow.spanType "\"TOOL\"") is not a tool span to us: accepted, 0 calls, all ignored.
-    "mlflow/mlflow-traces-artifact.json": ("span-list", 0, [], None, 5),
-    # A JSON array of LangSmith Runs (id, trace_id, run_type) is no list of spans to us.
-    "langsmith/langsmith-runs.json": (REFUSED, 0, [], None, 0),
+    # MLflow's Trace.to_json(): read whole (call ids from the chat model's tool_calls,
+    # matched by tool name and order; the session from the trace's metadata).
+    "mlflow/mlflow-trace.json": ("mlflow", 2, ["get_order", "get_payment"], "support_agent", 3),
+    # The traces artifact: read whole; it holds no session (the manifest's conversation is null).
+    "mlflow/mlflow-traces-artifact.json": (
+        "mlflow",
+        2,
+        ["get_order", "get_payment"],
+        "support_agent",
+        3,
+    ),
+    # LangSmith Runs: tool runs read whole, the root run names the agent, thread_id the
+    # conversation, the llm run's tool_calls the call ids.
+    "langsmith/langsmith-runs.json": (
+        "langsmith",
+        2,
+        ["get_order", "get_payment"],
+        "support_agent",
+        3,
+    ),
     # Both tool spans are found (execute_tool), but their arguments (gen_ai.prompt) and
     # results (gen_ai.completion) are not read, and nothing names the agent or the
     # conversation (langsmith.metadata.thread_id) to us.

@@ -1,6 +1,6 @@
 """Trace formats other than native JSON Lines into native trace records (spec/traces.md):
-OpenTelemetry spans (OTLP/JSON, Tempo, Jaeger, span lists, ReadableSpan JSON) and Langfuse
-exports.
+OpenTelemetry spans (OTLP/JSON, Tempo, Jaeger, span lists, ReadableSpan JSON), Langfuse
+exports, MLflow traces, LangSmith runs and the OpenAI Agents SDK's trace export.
 
 Pure: standard library only, no Django, no I/O. What is read, and how each span maps onto
 a tool_call and its tool_observation, is described in docs/formats.md."""
@@ -9,6 +9,9 @@ from reviewapp.ingest.otel.detect import (
     EXPECTED,
     JAEGER,
     LANGFUSE,
+    LANGSMITH,
+    MLFLOW,
+    OPENAI_AGENTS,
     OTEL_SPAN,
     OTLP,
     PHOENIX,
@@ -33,6 +36,9 @@ __all__ = [
     "EXPECTED",
     "JAEGER",
     "LANGFUSE",
+    "LANGSMITH",
+    "MLFLOW",
+    "OPENAI_AGENTS",
     "OTEL_SPAN",
     "OTLP",
     "PHOENIX",

@@ -8,6 +8,9 @@ from typing import Any
 
 from reviewapp.ingest.otel.jaeger import jaeger_raw_spans
 from reviewapp.ingest.otel.langfuse import langfuse_raw_spans
+from reviewapp.ingest.otel.langsmith import is_langsmith_run, langsmith_raw_spans
+from reviewapp.ingest.otel.mlflow import is_mlflow_span, mlflow_raw_spans
+from reviewapp.ingest.otel.openai_agents import agents_raw_spans, is_agents_item
 from reviewapp.ingest.otel.spans import (
     _Raw,
     _Span,
@@ -25,12 +28,17 @@ JAEGER = "jaeger"
 LANGFUSE = "langfuse"
 SPAN_LIST = "span-list"
 PHOENIX = "phoenix"
+MLFLOW = "mlflow"
+LANGSMITH = "langsmith"
+OPENAI_AGENTS = "openai-agents"
 
 EXPECTED = (
     'native JSON Lines (objects with "runId" and "type"), OTLP/JSON ("resourceSpans"), '
     'Jaeger JSON ("data": [{"traceID", "spans"}]), Grafana Tempo JSON ("batches"), '
     'a Langfuse trace export ("observations"), Phoenix spans ("data": [...], as its REST API '
-    'and client give them), or a list of spans (a JSON array, or "spans": [...])'
+    'and client give them), an MLflow trace ("info", "data": {"spans"}), LangSmith runs '
+    '(a JSON array of runs with "run_type"), the OpenAI Agents SDK\'s trace export ("data": '
+    '[{"object": "trace.span"}]), or a list of spans (a JSON array, or "spans": [...])'
 )
 
 
@@ -63,6 +71,8 @@ def detect_format(document: Any) -> str | None:
     if isinstance(document, list):
         if document and all(map(_is_otlp, document)):
             return OTLP  # OTLP documents saved together, as a session's export writes them
+        if document and all(map(is_langsmith_run, document)):
+            return LANGSMITH
         return _span_list_kind(document)
     if not isinstance(document, dict):
         return None
@@ -76,6 +86,13 @@ def detect_format(document: Any) -> str | None:
     if isinstance(document.get("observations"), list):
         return LANGFUSE
     data = document.get("data")
+    if isinstance(document.get("info"), dict) and isinstance(data, dict) and "spans" in data:
+        return MLFLOW  # Trace.to_json()
+    spans = document.get("spans")
+    if isinstance(spans, list) and spans and all(map(is_mlflow_span, spans)):
+        return MLFLOW  # the traces artifact of MLflow's file store
+    if isinstance(data, list) and data and all(map(is_agents_item, data)):
+        return OPENAI_AGENTS
     if isinstance(data, list) and _span_list_kind(data) is not None:
         return PHOENIX  # Phoenix's REST page of spans, {"data": [...], "next_cursor"}
     if (
@@ -183,6 +200,12 @@ def _raw_spans(kind: str, document: Any) -> Iterator[_Raw]:
         return jaeger_raw_spans(document)
     if kind == LANGFUSE:
         return langfuse_raw_spans(document)
+    if kind == MLFLOW:
+        return mlflow_raw_spans(document)
+    if kind == LANGSMITH:
+        return langsmith_raw_spans(document)
+    if kind == OPENAI_AGENTS:
+        return agents_raw_spans(document)
     if kind in (SPAN_LIST, PHOENIX) and not (isinstance(document, dict) and "context" in document):
         if isinstance(document, list):
             return span_list_raw_spans(document, "spans")

@@ -9,7 +9,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from reviewapp.ingest.otel import events
-from reviewapp.ingest.otel.detect import JAEGER, LANGFUSE, PHOENIX, read_spans
+from reviewapp.ingest.otel.detect import (
+    JAEGER,
+    LANGFUSE,
+    LANGSMITH,
+    MLFLOW,
+    OPENAI_AGENTS,
+    PHOENIX,
+    read_spans,
+)
 from reviewapp.ingest.otel.events import MISSING
 from reviewapp.ingest.otel.payloads import (
     decode_text,
@@ -44,7 +52,8 @@ DEFAULT_KEYS = ExtractionKeys()
 REDACTED = "__REDACTED__"
 
 
-UNORDERED = (LANGFUSE, JAEGER, PHOENIX)  # Phoenix lists its spans newest first
+# Phoenix lists its spans newest first; the Agents SDK, a span as it ends.
+UNORDERED = (LANGFUSE, JAEGER, PHOENIX, MLFLOW, LANGSMITH, OPENAI_AGENTS)
 
 
 CALL_ID_PREFIXES = ("call_", "toolu_")
@@ -405,6 +414,7 @@ def _records(tool: ToolSpan, keys: ExtractionKeys, calls: events.CallIndex) -> t
     span = tool.span
     span_key = f"otel:{span.trace_id}:{span.span_id}"
     call_id, stand_in = _tool_call_id(span.attributes, tool.tool)
+    call_id = call_id or span.call_id
     common = {"runId": span.trace_id}
     times = _times(span)
 

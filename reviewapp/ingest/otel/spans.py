@@ -54,6 +54,8 @@ class _Span:
     session_id: str | None = None
     # Every event as (name, attributes): GenAI exporters put arguments and results there.
     events: tuple[tuple[str, dict[str, Any]], ...] = ()
+    # The call id a format keeps outside the span (the model's tool call, matched to it).
+    call_id: str | None = None
 
 
 class _Raw:
