@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import msgspec
 from django.utils import timezone
 
 from reviewapp.engine import Observation, RunStarted, ToolCall
@@ -79,7 +80,11 @@ def ensure_runs(units: list[DecodedUnit]) -> dict[str, RunInfo]:
     for unit in units:
         for record in unit.records:
             if isinstance(record, RunStarted):
-                starts.setdefault(record.run_id, record)
+                first = starts.setdefault(record.run_id, record)
+                if first.agent is None and record.agent is not None:
+                    # The first names no agent (a tool span's line, before the agent span
+                    # that ends last): a later one in the chunk still names it.
+                    starts[record.run_id] = msgspec.structs.replace(first, agent=record.agent)
     clocks = run_clocks(units)
     runs = _known_runs(list(clocks))
     missing = [run_id for run_id in clocks if run_id not in runs]

@@ -267,21 +267,21 @@ READ_TODAY = {
         "support_agent",
         3,
     ),
-    # Both tool spans are found (execute_tool), but their arguments (gen_ai.prompt) and
-    # results (gen_ai.completion) are not read, and nothing names the agent or the
-    # conversation (langsmith.metadata.thread_id) to us.
-    "langsmith/langsmith-otel-spans.jsonl": ("otel-span", 2, [], None, 3),
-    # Read whole; the agent is CrewAI's agent key (gen_ai.agent.name), not its role.
-    "crewai/crewai-otlp.json": (
-        "otlp",
+    # Arguments (gen_ai.prompt), values (gen_ai.completion), the conversation
+    # (langsmith.metadata.thread_id) and the agent (the root `chain` span, the first line)
+    # are read; the call ids are not: they are only in the model's span, another line
+    # (test_langsmith_spans_in_one_document_get_the_models_call_ids).
+    "langsmith/langsmith-otel-spans.jsonl": ("otel-span", 2, [], "support_agent", 3),
+    # Read whole; the agent is CrewAI's role (crewai.agent.role), not its md5 agent key.
+    "crewai/crewai-otlp.json": ("otlp", 2, ["get_order", "get_payment"], "support_agent", 3),
+    # Read whole: each tool span names its agent's role itself.
+    "crewai/crewai-spans.jsonl": (
+        "otel-span",
         2,
         ["get_order", "get_payment"],
-        "c586dbfb276007e3d634d3ac1e733e45",
+        "support_agent",
         3,
     ),
-    # Read whole, but the agent span ends last, so the run's first run_started (from the
-    # first tool span's line) has no agent, and the first one wins.
-    "crewai/crewai-spans.jsonl": ("otel-span", 2, ["get_order", "get_payment"], None, 3),
 }
 
 
@@ -306,9 +306,11 @@ def read_today(name):
 
 def read_completely(call, records):
     """Whether a manifest call is among the records with its run, tool, call id, arguments,
-    decision fields and conversation."""
+    decision fields, conversation and agent (the first run_started naming one, as a run's
+    row takes it)."""
     started = [r for r in records if r["type"] == "run_started" and r["runId"] == call["run"]]
     conversation = started[0].get("conversationId") if started else None
+    agent = next((r["agent"] for r in started if r.get("agent")), None)
     for record in records:
         if record["type"] != "tool_call" or record.get("tool") != call["tool"]:
             continue
@@ -328,6 +330,7 @@ def read_completely(call, records):
             and record.get("arguments") == call["arguments"]
             and {key: value.get(key) for key in call["decision"]} == call["decision"]
             and conversation == call["conversation"]
+            and agent == call["agent"]
         ):
             return True
     return False
@@ -343,3 +346,63 @@ def test_what_our_readers_get_today(name):
     assert [call["tool"] for call in calls if read_completely(call, records)] == complete_tools
     started = [r for r in records if r["type"] == "run_started"]
     assert (started[0].get("agent") if started else None) == agent
+
+
+LANGSMITH_LINES = "langsmith/langsmith-otel-spans.jsonl"
+
+
+def test_langsmith_spans_read_line_by_line_keep_synthetic_call_ids():
+    """Each line is read alone: a tool span's line holds no call id, and the model's span
+    that names it is another line, so the id stays synthetic (docs/formats.md)."""
+    _, records, _ = read_today(LANGSMITH_LINES)
+    for call in MANIFEST["files"][LANGSMITH_LINES]["calls"]:
+        read = read_completely(dict(call, callId=None), records)
+        assert read, call["tool"]
+
+
+def test_langsmith_spans_in_one_document_get_the_models_call_ids():
+    """The same spans in one document (a list, as one export batch holds them): each tool
+    span takes the id of the model's one tool call of its name."""
+    conversion = convert(units(LANGSMITH_LINES))
+    calls = MANIFEST["files"][LANGSMITH_LINES]["calls"]
+    assert [c["tool"] for c in calls if read_completely(c, conversion.records)] == [
+        "get_order",
+        "get_payment",
+    ]
+
+
+def _langsmith_tool_line(lines, tool):
+    return next(line for line in lines if line["attributes"].get("gen_ai.tool.name") == tool)
+
+
+def test_an_ambiguous_langsmith_call_keeps_a_synthetic_id():
+    """Two get_order spans with the same arguments for two model calls: which id is whose
+    cannot be told, so neither takes one; get_payment, unambiguous, still does."""
+    lines = units(LANGSMITH_LINES)
+    again = json.loads(json.dumps(_langsmith_tool_line(lines, "get_order")))
+    again["context"]["span_id"] = "0x1111111111111111"
+    model = next(line for line in lines if line["attributes"]["langsmith.span.kind"] == "llm")
+    completion = json.loads(model["attributes"]["gen_ai.completion"])
+    tool_calls = completion["choices"][0]["message"]["tool_calls"]
+    tool_calls.append(dict(tool_calls[0], id="call_ls_order_3"))
+    model["attributes"]["gen_ai.completion"] = json.dumps(completion)
+    records = convert([*lines, again]).records
+    ids = {
+        (r["tool"], r["toolCallId"] if not r.get("syntheticToolCallId") else None)
+        for r in records
+        if r["type"] == "tool_call"
+    }
+    assert ids == {("get_order", None), ("get_payment", "call_ls_payment_2")}
+
+
+def test_a_langsmith_call_the_model_did_not_name_keeps_a_synthetic_id():
+    lines = units(LANGSMITH_LINES)
+    model = next(line for line in lines if line["attributes"]["langsmith.span.kind"] == "llm")
+    completion = json.loads(model["attributes"]["gen_ai.completion"])
+    del completion["choices"][0]["message"]["tool_calls"][0]
+    model["attributes"]["gen_ai.completion"] = json.dumps(completion)
+    calls = [r for r in convert(lines).records if r["type"] == "tool_call"]
+    assert [(c["tool"], c.get("syntheticToolCallId", False)) for c in calls] == [
+        ("get_order", True),
+        ("get_payment", False),
+    ]

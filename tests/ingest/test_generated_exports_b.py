@@ -24,15 +24,15 @@ MAX_BYTES = 200_000
 COMPLETE = {"tool", "callId", "arguments", "decision", "agent"}
 
 # What our readers get right of each call today, by file and tool (both tools of a file alike).
-# Lost today: LangChain's agent is the service name (the file has no agent span: the root
-# chain is not taken for one). The Agents SDK's own export keeps no call id (callId null:
-# the call's id is a synthetic one, as the manifest expects).
+# Every call is read whole: LangChain has no agent span (its agent is the root CHAIN span's
+# name, refund_checker), and the Agents SDK's own export keeps no call id (callId null: the
+# call's id is a synthetic one, as the manifest expects).
 READ_TODAY = {
     "openai-agents/openai-agents.native.json": COMPLETE | {"provenance"},
     "openai-agents/openai-agents.openinference.otlp.json": COMPLETE | {"provenance"},
     "strands/strands.legacy.otlp.json": COMPLETE | {"provenance"},
     "strands/strands.latest.otlp.json": COMPLETE | {"provenance"},
-    "langchain/langchain.openinference.otlp.json": COMPLETE - {"agent"} | {"provenance"},
+    "langchain/langchain.openinference.otlp.json": COMPLETE | {"provenance"},
     "logfire/logfire.pydantic-ai.otlp.json": COMPLETE | {"provenance"},
 }
 CALL_ID_SHAPE = re.compile(r"^(call|tooluse|toolu)_")

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reviewapp.ingest.otel import events
+from reviewapp.ingest.otel import langsmith_otel as langsmith
 from reviewapp.ingest.otel.detect import (
     JAEGER,
     LANGFUSE,
@@ -28,7 +29,13 @@ from reviewapp.ingest.otel.payloads import (
 )
 from reviewapp.ingest.otel.report import NOT_A_TOOL_CALL, SpanReport, unreadable_reason
 from reviewapp.ingest.otel.spans import _Span
-from reviewapp.ingest.otel.tools import ARGUMENT_KEYS, RESULT_KEYS, Document, ToolSpan
+from reviewapp.ingest.otel.tools import (
+    AGENT_NAME_KEYS,
+    ARGUMENT_KEYS,
+    RESULT_KEYS,
+    Document,
+    ToolSpan,
+)
 from reviewapp.ingest.otel.values import MAX_NANOS, _is_int, _looks_like_json, _quote, _rfc3339
 
 
@@ -101,23 +108,41 @@ def convert_spans(
         # These exports list spans in no order of their own: a span's start is the best
         # order there is (a stable sort: spans that start together keep their places).
         tools.sort(key=lambda tool: tool.span.start_nanos or 0)
+    inferred = _inferred_call_ids(spans, tools)
     records: list[dict] = []
     started: set[str] = set()
     for tool in tools:
         if tool.span.trace_id not in started:
             started.add(tool.span.trace_id)
             records.extend(_run_started(found, tool.span))
-        records.extend(_records(tool, keys, calls))
+        records.extend(_records(tool, keys, calls, inferred.get(id(tool.span))))
     for span in spans:
         # An agent span that ends after its tool spans may come in a later export: it
         # still names the run's agent.
-        if span.trace_id not in started and span.attributes.get("gen_ai.agent.name"):
+        if span.trace_id not in started and (
+            any(span.attributes.get(key) for key in AGENT_NAME_KEYS) or found.is_root_chain(span)
+        ):
             started.add(span.trace_id)
             records.extend(_run_started(found, span))
     report = _span_report(spans, unread, tools)
     return Conversion(
         kind, records, len(spans) + len(unread) - len(tools), _earliest_starts(spans), report
     )
+
+
+def _inferred_call_ids(spans: list[_Span], tools: list[ToolSpan]) -> dict[int, str]:
+    """Call ids of LangSmith OpenTelemetry tool spans, which write none, from the model's tool
+    calls (langsmith_otel)."""
+    unnamed = []
+    known = set()
+    for tool in tools:
+        call_id, _ = _tool_call_id(tool.span.attributes, tool.tool)
+        call_id = call_id or tool.span.call_id or events.own(tool.span).call_id
+        if call_id is not None:
+            known.add(call_id)
+        elif langsmith.is_langsmith(tool.span):
+            unnamed.append((tool.span, tool.tool, _arguments(tool.span)))
+    return langsmith.call_ids(spans, unnamed, known) if unnamed else {}
 
 
 def _span_report(
@@ -207,7 +232,7 @@ def _arguments(span: _Span, own: Any = MISSING, model: Any = MISSING) -> dict[st
     """The call's arguments: on the span, in its events, or (where the span holds only one
     argument's bare value, as OpenInference writes a LangChain tool's) as the model's tool
     call with the same id named them."""
-    raw = _first(span, ARGUMENT_KEYS, None)
+    raw = _first(span, _keys(span, ARGUMENT_KEYS, langsmith.INPUTS), None)
     if raw is None and own is not MISSING:
         raw = own
     parameters = span.attributes.get("tool.parameters")
@@ -232,6 +257,12 @@ def _arguments(span: _Span, own: Any = MISSING, model: Any = MISSING) -> dict[st
         if len(properties) == 1:
             return {next(iter(properties)): raw}
     return {"_raw": raw}
+
+
+def _keys(span: _Span, keys: tuple[str, ...], langsmith_key: str) -> tuple[str, ...]:
+    """The keys a tool span's arguments or result may be in: LangSmith's gen_ai.prompt and
+    gen_ai.completion only on LangSmith's spans (elsewhere they hold a model's messages)."""
+    return (*keys, langsmith_key) if langsmith.is_langsmith(span) else keys
 
 
 def _times(span: _Span) -> dict[str, str]:
@@ -410,7 +441,9 @@ def _result(result: Any, keys: ExtractionKeys, observation: dict) -> tuple[list,
     return errors + unwrapped.errors, unwrapped.call_id
 
 
-def _records(tool: ToolSpan, keys: ExtractionKeys, calls: events.CallIndex) -> tuple[dict, dict]:
+def _records(
+    tool: ToolSpan, keys: ExtractionKeys, calls: events.CallIndex, inferred: str | None = None
+) -> tuple[dict, dict]:
     span = tool.span
     span_key = f"otel:{span.trace_id}:{span.span_id}"
     call_id, stand_in = _tool_call_id(span.attributes, tool.tool)
@@ -420,14 +453,14 @@ def _records(tool: ToolSpan, keys: ExtractionKeys, calls: events.CallIndex) -> t
 
     written = events.own(span)
     known_id = call_id or written.call_id
-    result = _first(span, RESULT_KEYS, span.output)
+    result = _first(span, _keys(span, RESULT_KEYS, langsmith.OUTPUTS), span.output)
     if result is None and written.result is not MISSING:
         result = written.result
     if result is None and known_id is not None:
         result = calls.results.get(known_id)
     found: dict[str, Any] = {}
     errors, envelope_call_id = _result(result, keys, found)
-    call_id = call_id or envelope_call_id or written.call_id
+    call_id = call_id or envelope_call_id or written.call_id or inferred
     flags: dict[str, Any] = {} if call_id is not None else {"syntheticToolCallId": True}
     if stand_in is not None:
         flags["toolCallIdRaw"] = stand_in

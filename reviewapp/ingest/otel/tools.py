@@ -37,6 +37,18 @@ RESULT_KEYS = (
     "gen_ai.output",
     "traceloop.entity.output",
 )
+# The keys that name an agent, best first: CrewAI writes its agent's md5 key as
+# gen_ai.agent.name and the role people gave it as crewai.agent.role.
+AGENT_NAME_KEYS = ("crewai.agent.role", "gen_ai.agent.name")
+# LangSmith's OpenTelemetry mode writes a run's metadata as langsmith.metadata.*, where a
+# thread is named by any of the three keys LangSmith groups threads by.
+CONVERSATION_KEYS = (
+    "gen_ai.conversation.id",
+    "session.id",
+    "langsmith.metadata.thread_id",
+    "langsmith.metadata.session_id",
+    "langsmith.metadata.conversation_id",
+)
 # BeeAI writes a tool's life as events; success and error carry what it returned.
 _BEEAI_RESULT_EVENTS = ("success", "error")
 _BRACKETED = re.compile(r".*\[([^\[\]]+)\]\s*")
@@ -175,14 +187,17 @@ class Document:
         yield from self.ancestors(span)
 
     def agent(self, span: _Span) -> str | None:
-        """The agent that ran a tool: `gen_ai.agent.name` on the span or an ancestor, else
-        the nearest agent span (invoke_agent, OpenInference or Langfuse AGENT) by name, else
-        any span of its trace naming an agent, else the export's trace name, else the
-        resource's service.name (unless an SDK's "unknown_service")."""
-        for one in self._around(span):
-            name = one.attributes.get("gen_ai.agent.name")
-            if isinstance(name, str) and name.strip():
-                return name.strip()
+        """The agent that ran a tool: its name on the span or an ancestor (CrewAI's role
+        before `gen_ai.agent.name`, which CrewAI fills with an md5 key), else the nearest
+        agent span (invoke_agent, OpenInference or Langfuse AGENT) by name, else any span of
+        its trace naming an agent, else the export's trace name, else the root chain span's
+        name (LangSmith's `chain`, OpenInference's CHAIN: a LangChain runnable has no agent
+        span), else the resource's service.name (unless an SDK's "unknown_service")."""
+        for key in AGENT_NAME_KEYS:
+            for one in self._around(span):
+                name = one.attributes.get(key)
+                if isinstance(name, str) and name.strip():
+                    return name.strip()
         for one in self.ancestors(span):
             if (
                 (
@@ -194,12 +209,16 @@ class Document:
                 and _is_name(one.name)
             ):
                 return _agent_from_span_name(one.name or "")
-        for one in self.spans:
-            name = one.attributes.get("gen_ai.agent.name")
-            if one.trace_id == span.trace_id and isinstance(name, str) and name.strip():
-                return name.strip()
+        for key in AGENT_NAME_KEYS:
+            for one in self.spans:
+                name = one.attributes.get(key)
+                if one.trace_id == span.trace_id and isinstance(name, str) and name.strip():
+                    return name.strip()
         if _is_name(span.trace_name):
             return span.trace_name
+        root = self._root_chain(span)
+        if root is not None:
+            return root
         service = span.resource.get("service.name")
         if (
             isinstance(service, str)
@@ -209,6 +228,25 @@ class Document:
         ):
             return service
         return None
+
+    def _root_chain(self, span: _Span) -> str | None:
+        """The name of the trace's root span (the span itself, or its farthest ancestor)
+        when it is a chain: LangSmith `chain`, OpenInference CHAIN."""
+        root = span
+        for root in self.ancestors(span):  # noqa: B007
+            pass
+        return (root.name or "").strip() if self.is_root_chain(root) else None
+
+    @staticmethod
+    def is_root_chain(span: _Span) -> bool:
+        return (
+            span.parent_id is None
+            and _is_name(span.name)
+            and (
+                _upper(span.attributes.get("langsmith.span.kind")) == "CHAIN"
+                or _upper(span.attributes.get("openinference.span.kind")) == "CHAIN"
+            )
+        )
 
     def _whole_lineage(self, span: _Span) -> bool:
         """Whether every ancestor of the span is in the document: when one is missing (an
@@ -220,7 +258,7 @@ class Document:
         return last.parent_id is None
 
     def conversation(self, span: _Span) -> str | None:
-        for key in ("gen_ai.conversation.id", "session.id"):
+        for key in CONVERSATION_KEYS:
             for one in self._around(span):
                 value = one.attributes.get(key)
                 if isinstance(value, str) and value.strip():
