@@ -27,7 +27,7 @@ from reviewapp.ingest.otel.payloads import (
     looks_like_schema,
     unwrap,
 )
-from reviewapp.ingest.otel.report import NOT_A_TOOL_CALL, SpanReport, unreadable_reason
+from reviewapp.ingest.otel.report import SpanReport
 from reviewapp.ingest.otel.spans import _Span
 from reviewapp.ingest.otel.tools import (
     AGENT_NAME_KEYS,
@@ -124,7 +124,7 @@ def convert_spans(
         ):
             started.add(span.trace_id)
             records.extend(_run_started(found, span))
-    report = _span_report(spans, unread, tools)
+    report = SpanReport.of(spans, unread, [tool.span for tool in tools])
     return Conversion(
         kind, records, len(spans) + len(unread) - len(tools), _earliest_starts(spans), report
     )
@@ -143,19 +143,6 @@ def _inferred_call_ids(spans: list[_Span], tools: list[ToolSpan]) -> dict[int, s
         elif langsmith.is_langsmith(tool.span):
             unnamed.append((tool.span, tool.tool, _arguments(tool.span)))
     return langsmith.call_ids(spans, unnamed, known) if unnamed else {}
-
-
-def _span_report(
-    spans: list[_Span], unread: Sequence[tuple[str, str]], tools: list[ToolSpan]
-) -> SpanReport:
-    report = SpanReport(spans=len(spans) + len(unread), tool_calls=len(tools))
-    called = {id(tool.span) for tool in tools}
-    for span in spans:
-        if id(span) not in called:
-            report.drop(NOT_A_TOOL_CALL, span.where)
-    for where, message in unread:
-        report.drop(unreadable_reason(message, where), message)
-    return report
 
 
 def _earliest_starts(spans: list[_Span]) -> dict[str, int]:

@@ -6,6 +6,7 @@ that a file is never "accepted" with its tool calls gone in silence (issue 27)."
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +38,21 @@ class SpanReport:
     tool_calls: int = 0  # tool calls read into records
     # reason → [how many spans, the first one's example]
     dropped: dict[str, list[Any]] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls, spans: Sequence[Any], unread: Sequence[tuple[str, str]], called: Sequence[Any]
+    ) -> SpanReport:
+        """A document's report: its spans read (each a _Span: `where`), the (where, why) of
+        those that did not read, and the spans read as tool calls."""
+        report = cls(spans=len(spans) + len(unread), tool_calls=len(called))
+        calls = {id(span) for span in called}
+        for span in spans:
+            if id(span) not in calls:
+                report.drop(NOT_A_TOOL_CALL, span.where)
+        for where, message in unread:
+            report.drop(unreadable_reason(message, where), message)
+        return report
 
     def drop(self, reason: str, example: str, count: int = 1) -> None:
         if reason not in self.dropped and len(self.dropped) >= MAX_REASONS:
