@@ -154,7 +154,9 @@ def main() -> None:
     if not url.startswith(("postgres://", "postgresql://")):
         sys.exit("benchmarks/ingest.py needs DATABASE_URL pointing at a PostgreSQL server")
     if args.case == "otlp":
-        otlp_case(url, args.n, args.seed)
+        from benchmarks import otlp
+
+        otlp.otlp_case(url, args.n, args.seed)
         return
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -440,75 +442,6 @@ def storage_floor(bench_url: str, folder: Path) -> float:
                     copy.write(block)
         conn.commit()
         return time.perf_counter() - started
-
-
-def otlp_case(url: str, n: int, seed: int) -> None:
-    from benchmarks import otlp
-
-    bodies = otlp.generate_requests(n, seed)
-    spans = sum(
-        len(s.spans)
-        for body in bodies
-        for rs in otlp.ExportTraceServiceRequest.FromString(body).resource_spans
-        for s in rs.scope_spans
-    )
-    size = sum(map(len, bodies))
-    bench_db = f"crosscheck_bench_{os.getpid()}"
-    with psycopg.connect(admin_url(url, "postgres"), autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{bench_db}"')
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            otlp.setup(admin_url(url, bench_db), tmp)
-            limit_seconds = min(otlp.protobuf_alone(bodies) for _ in range(3))
-            convert_seconds = otlp.convert_alone(bodies)
-            native = Path(tmp) / "native.jsonl"
-            calls = otlp.native_trace(bodies, native)
-            ours_seconds, stored = otlp.receiver(bodies)
-            native_seconds = otlp.native_ingest(native)
-            from django.db import connections
-
-            connections.close_all()
-    finally:
-        with psycopg.connect(admin_url(url, "postgres"), autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{bench_db}" WITH (FORCE)')
-    ours, native_rate = calls / ours_seconds, calls / native_seconds
-    protobuf, converted = spans / limit_seconds, spans / convert_seconds
-    print(
-        f"{spans:,} spans, {calls:,} tool calls in {len(bodies):,} export requests "
-        f"({size / 2**20:,.1f} MiB): {stored}"
-    )
-    print(
-        f"POST /v1/traces:    {ours:10,.0f} tool calls/s  ({ours_seconds:.2f} s, stored and judged)"
-    )
-    print(
-        f"native JSON Lines:  {native_rate:10,.0f} tool calls/s  ({native_seconds:.2f} s, the limit)"
-    )
-    print(f"decode + convert:   {converted:10,.0f} spans/s  ({convert_seconds:.2f} s, no database)")
-    print(f"protobuf alone:     {protobuf:10,.0f} spans/s  ({limit_seconds:.3f} s)")
-    print(
-        json.dumps(
-            {
-                "benchmark": "ingest-otlp",
-                "n": spans,
-                "tool_calls": calls,
-                "requests": len(bodies),
-                "bytes": size,
-                "receiver_calls_per_s": round(ours),
-                "native_calls_per_s": round(native_rate),
-                "receiver_spans_per_s": round(spans / ours_seconds),
-                "convert_spans_per_s": round(converted),
-                "protobuf_spans_per_s": round(protobuf),
-                "convert_ratio": round(converted / protobuf, 4),
-                "protobuf_ratio": round(spans / ours_seconds / protobuf, 4),
-                "receiver_seconds": round(ours_seconds, 2),
-                "native_seconds": round(native_seconds, 2),
-                "stored": stored,
-                "ratio": round(ours / native_rate, 4),
-                "goal": otlp.GOAL,
-                "met": ours / native_rate >= otlp.GOAL,
-            }
-        )
-    )
 
 
 if __name__ == "__main__":

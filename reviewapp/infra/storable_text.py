@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 NUL = "\x00"
 NUL_REFUSAL = "contains a NUL character (\\u0000), which cannot be stored"
 
@@ -29,3 +31,14 @@ def nul_location(value: Any, where: str = "") -> str | None:
             if found is not None:
                 return found
     return None
+
+
+def holds_nul(value: Any) -> bool:
+    """Whether a decoded JSON value holds a NUL anywhere: nul_location's answer, first
+    screened by the C encoder (which writes a NUL as \\u0000), since nearly nothing holds one."""
+    try:
+        if b"\\u0000" not in msgspec.json.encode(value):
+            return False
+    except (TypeError, ValueError):  # what it cannot encode (a lone surrogate) is walked
+        pass
+    return nul_location(value) is not None

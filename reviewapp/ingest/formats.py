@@ -11,7 +11,7 @@ from typing import Any
 from django.conf import settings
 
 from reviewapp.engine import Record, RecordError, decode_line, parse_record
-from reviewapp.infra.storable_text import NUL_REFUSAL, nul_location
+from reviewapp.infra.storable_text import NUL_REFUSAL, holds_nul
 from reviewapp.ingest import otel
 
 NATIVE = "native"
@@ -83,7 +83,7 @@ def converted_unit(external: str, conversion: otel.Conversion) -> DecodedUnit:
     """The unit of an external document's conversion, checked as decode_unit checks it
     (the OTLP receiver makes one from the spans it decoded, with no JSON between)."""
     converted = conversion.records
-    if nul_location(converted) is not None:
+    if holds_nul(converted):
         # JSON text inside a span's attributes, decoded by the adapter, can hold one too.
         raise RecordError(f"{external}: {NUL_REFUSAL}")
     records = []

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+import msgspec
 from django.conf import settings
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -157,7 +158,15 @@ def protobuf_documents(body: bytes) -> Iterator[TraceDocument]:
             for span in scope_spans.spans:
                 grouped.add(span.trace_id.hex(), (r, s), resource, scope, span)
     keys = extraction_keys()
-    return grouped.documents(_span, lambda places, line: _protobuf_unit(places, line, keys))
+    return grouped.documents(
+        _span, _protobuf_line, lambda places, line: _protobuf_unit(places, line, keys)
+    )
+
+
+def _protobuf_line(document: dict[str, Any]) -> bytes:
+    # Protobuf strings are UTF-8 and _any_value writes no float JSON cannot hold, so the C
+    # encoder writes the same JSON as json.dumps, several times faster.
+    return msgspec.json.encode(document)
 
 
 # --- protobuf spans straight to records --------------------------------------------------
@@ -195,9 +204,10 @@ def _plain_value(value: Any, depth: int) -> Any:
 def _plain_attributes(items: Any, depth: int = 0) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for item in items:
-        value = _plain_value(item.value, depth)
-        found.pop(item.key, None)  # a repeated key keeps its last value, placed last
-        found[item.key] = value
+        key = item.key
+        if key in found:
+            del found[key]  # a repeated key keeps its last value, placed last
+        found[key] = _plain_value(item.value, depth)
     return found
 
 
@@ -296,11 +306,18 @@ def json_traces(body: bytes) -> list[TraceDocument]:
                         else None
                     )
                     grouped.add(str(trace), (r, key, s), resource, scope, span)
-    return list(grouped.documents(_as_it_is))
+    return list(grouped.documents(_as_it_is, _json_line))
 
 
 def _as_it_is(span: Any) -> Any:
     return span
+
+
+def _json_line(document: dict[str, Any]) -> bytes:
+    # surrogatepass: an unpaired surrogate escape of a JSON body becomes bytes that are no
+    # UTF-8, and its line is rejected for it, not the request.
+    line = json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+    return line.encode("utf-8", "surrogatepass")
 
 
 # --- one TracesData per trace ------------------------------------------------------------
@@ -321,10 +338,11 @@ class _Grouped:
     def documents(
         self,
         span_json: Callable[[Any], Any],
+        line_of: Callable[[dict[str, Any]], bytes],
         unit_of: Callable[[dict, bytes], DecodedUnit | None] | None = None,
     ) -> Iterator[TraceDocument]:
-        """Each trace's document, its spans made JSON by `span_json` as it is written (and
-        with `unit_of`, what it decodes to, from its spans and line)."""
+        """Each trace's document, its spans made JSON by `span_json` as `line_of` writes it
+        (and with `unit_of`, what it decodes to, from its spans and line)."""
         for trace, places in self.traces.items():
             resource_spans: list[dict[str, Any]] = []
             last_resource = None
@@ -335,12 +353,8 @@ class _Grouped:
                 resource_spans[-1]["scopeSpans"].append(
                     {"scope": scope, "spans": [span_json(span) for span in spans]}
                 )
-            document = {"resourceSpans": resource_spans}
-            line = json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+            encoded = line_of({"resourceSpans": resource_spans})
             count = sum(len(spans) for _, _, spans in places.values())
-            # surrogatepass: an unpaired surrogate escape of a JSON body becomes bytes that are
-            # no UTF-8, and its line is rejected for it, not the request.
-            encoded = line.encode("utf-8", "surrogatepass")
             unit = unit_of(places, encoded) if unit_of is not None else None
             yield TraceDocument(trace, encoded, count, unit)
 

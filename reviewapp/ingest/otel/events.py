@@ -44,6 +44,27 @@ class CallIndex:
     results: dict[str, Any] = field(default_factory=dict)
 
 
+class LazyCallIndex:
+    """index(spans), made when first asked: most tool spans hold their own arguments and
+    result, and reading every model message for ids nobody asks for costs more than the
+    rest of a conversion."""
+
+    def __init__(self, spans: list[_Span]) -> None:
+        self._spans: list[_Span] | None = spans
+        self._made = CallIndex()
+
+    def _index(self) -> CallIndex:
+        if self._spans is not None:
+            self._made, self._spans = index(self._spans), None
+        return self._made
+
+    def argument(self, call_id: str | None) -> Any:
+        return self._index().arguments.get(call_id, MISSING) if call_id else MISSING
+
+    def result(self, call_id: str | None) -> Any:
+        return self._index().results.get(call_id) if call_id else None
+
+
 def _decoded(value: Any) -> Any:
     if isinstance(value, str):
         kind, decoded = decode_text(value)

@@ -4,7 +4,7 @@ result's provenance, value and errors (docs/formats.md says how)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,7 +103,7 @@ def convert_spans(
     the OTLP receiver gives for the spans it decoded from protobuf, with no JSON between."""
     found = Document(spans)
     tools = found.tool_spans()
-    calls = events.index(spans)
+    calls = events.LazyCallIndex(spans)
     if kind in UNORDERED:
         # These exports list spans in no order of their own: a span's start is the best
         # order there is (a stable sort: spans that start together keep their places).
@@ -215,10 +215,16 @@ def _as_object(raw: Any) -> dict[str, Any] | None:
     return None
 
 
-def _arguments(span: _Span, own: Any = MISSING, model: Any = MISSING) -> dict[str, Any] | None:
+def _no_model() -> Any:
+    return MISSING
+
+
+def _arguments(
+    span: _Span, own: Any = MISSING, model_said: Callable[[], Any] = _no_model
+) -> dict[str, Any] | None:
     """The call's arguments: on the span, in its events, or (where the span holds only one
     argument's bare value, as OpenInference writes a LangChain tool's) as the model's tool
-    call with the same id named them."""
+    call with the same id named them (`model_said`: asked only when needed)."""
     raw = _first(span, _keys(span, ARGUMENT_KEYS, langsmith.INPUTS), None)
     if raw is None and own is not MISSING:
         raw = own
@@ -229,6 +235,7 @@ def _arguments(span: _Span, own: Any = MISSING, model: Any = MISSING) -> dict[st
         raw = parameters  # OpenInference arguments, where the emitter put them there
     if raw is None:
         raw = None if is_placeholder(span.input) else span.input
+    model = model_said() if raw is None else MISSING
     if raw is None and model is not MISSING:
         raw = model
     if raw is None:
@@ -236,6 +243,8 @@ def _arguments(span: _Span, own: Any = MISSING, model: Any = MISSING) -> dict[st
     found = _as_object(raw)
     if found is not None:
         return found
+    if model is MISSING:
+        model = model_said()
     named = _as_object(model) if model is not MISSING else None
     if named is not None:
         return named
@@ -429,7 +438,7 @@ def _result(result: Any, keys: ExtractionKeys, observation: dict) -> tuple[list,
 
 
 def _records(
-    tool: ToolSpan, keys: ExtractionKeys, calls: events.CallIndex, inferred: str | None = None
+    tool: ToolSpan, keys: ExtractionKeys, calls: events.LazyCallIndex, inferred: str | None = None
 ) -> tuple[dict, dict]:
     span = tool.span
     span_key = f"otel:{span.trace_id}:{span.span_id}"
@@ -443,8 +452,8 @@ def _records(
     result = _first(span, _keys(span, RESULT_KEYS, langsmith.OUTPUTS), span.output)
     if result is None and written.result is not MISSING:
         result = written.result
-    if result is None and known_id is not None:
-        result = calls.results.get(known_id)
+    if result is None:
+        result = calls.result(known_id)
     found: dict[str, Any] = {}
     errors, envelope_call_id = _result(result, keys, found)
     call_id = call_id or envelope_call_id or written.call_id or inferred
@@ -467,9 +476,7 @@ def _records(
         **flags,
         "tool": tool.tool,
     }
-    arguments = _arguments(
-        span, written.arguments, calls.arguments.get(call_id, MISSING) if call_id else MISSING
-    )
+    arguments = _arguments(span, written.arguments, lambda: calls.argument(call_id))
     if arguments is not None:
         call["arguments"] = arguments
     call["ok"] = not span.error
