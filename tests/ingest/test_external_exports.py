@@ -329,6 +329,47 @@ def test_no_fixture_reads_fewer_calls():
     assert counts == CALL_COUNTS
 
 
+# The exports the real libraries made here (tests/fixtures/otel/generated): a unit a line
+# in JSON Lines, else the whole file, as the file reader takes them. Each holds two calls.
+GENERATED_CALL_COUNTS = {
+    name: 2
+    for name in (
+        "crewai/crewai-otlp.json",
+        "crewai/crewai-spans.jsonl",
+        "langchain/langchain.openinference.otlp.json",
+        "langsmith/langsmith-otel-spans.jsonl",
+        "langsmith/langsmith-runs.json",
+        "logfire/logfire.pydantic-ai.otlp.json",
+        "mlflow/mlflow-trace.json",
+        "mlflow/mlflow-traces-artifact.json",
+        "openai-agents/openai-agents.native.json",
+        "openai-agents/openai-agents.openinference.otlp.json",
+        "phoenix/phoenix-client-spans.json",
+        "phoenix/phoenix-rest-spans.json",
+        "strands/strands.latest.otlp.json",
+        "strands/strands.legacy.otlp.json",
+    )
+}
+
+
+def test_no_generated_export_reads_fewer_calls():
+    generated = OTEL / "generated"
+    counts = {}
+    for path in sorted([*generated.glob("*/*.json"), *generated.glob("*/*.jsonl")]):
+        if path.name == "versions.json":
+            continue
+        text = path.read_text()
+        if path.suffix == ".jsonl":
+            units = [json.loads(line) for line in text.splitlines() if line.strip()]
+        else:
+            units = [json.loads(text)]
+        records = [record for unit in units for record in convert(unit).records]
+        counts[str(path.relative_to(generated))] = sum(
+            1 for record in records if record["type"] == "tool_call"
+        )
+    assert counts == GENERATED_CALL_COUNTS
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_each_real_export_is_ingested_once(name):
