@@ -18,6 +18,7 @@ reads its lines from it here (kept_request_lines)."""
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import math
 import zlib
@@ -217,6 +218,11 @@ def _plain_id(raw: bytes, size: int) -> str:
     return raw.hex()
 
 
+@functools.lru_cache(maxsize=4096)
+def _quoted_name(name: str) -> str:
+    return _quote(name, 40)  # a few names recur in every request
+
+
 def _read_protobuf_span(where: str, span: Any, resource: Any, scope: Any) -> _Span:
     """The _Span that otel.spans reads from the JSON that _span writes of `span`."""
     name = span.name
@@ -224,7 +230,7 @@ def _read_protobuf_span(where: str, span: Any, resource: Any, scope: Any) -> _Sp
     status = span.status
     events = tuple((event.name, _plain_attributes(event.attributes)) for event in span.events)
     return _Span(
-        where=f"{where} ({_quote(name, 40)})" if name else where,
+        where=f"{where} ({_quoted_name(name)})" if name else where,
         name=name,
         trace_id=_plain_id(span.trace_id, 16),
         span_id=_plain_id(span.span_id, 8),

@@ -331,9 +331,8 @@ def test_no_fixture_reads_fewer_calls():
 
 # The exports the real libraries made here (tests/fixtures/otel/generated): a unit a line
 # in JSON Lines, else the whole file, as the file reader takes them. Each holds two calls.
-GENERATED_CALL_COUNTS = {
-    name: 2
-    for name in (
+GENERATED_CALL_COUNTS = dict.fromkeys(
+    (
         "crewai/crewai-otlp.json",
         "crewai/crewai-spans.jsonl",
         "langchain/langchain.openinference.otlp.json",
@@ -348,8 +347,9 @@ GENERATED_CALL_COUNTS = {
         "phoenix/phoenix-rest-spans.json",
         "strands/strands.latest.otlp.json",
         "strands/strands.legacy.otlp.json",
-    )
-}
+    ),
+    2,
+)
 
 
 def test_no_generated_export_reads_fewer_calls():

@@ -158,22 +158,27 @@ class Document:
         """BeeAI ReAct steps (`agent.react.update`) that name a tool, its parameters and its
         output, where no tool span of the same iteration ran it (OpenMeteoTool, say): the
         step's last update is the call."""
+        candidates = []
+        for span in self.spans:
+            event = _beeai_event(span.attributes)
+            tool = span.attributes.get("tool.name")
+            if (
+                event is not None
+                and event[0].startswith("agent.")
+                and isinstance(tool, str)
+                and span.attributes.get("output.value") is not None
+            ):
+                candidates.append((span, tool))
+        if not candidates:  # nearly every document: no walk up from each tool span
+            return []
         covered = {
             (tool.span.trace_id, ancestor.span_id)
             for tool in tools
             for ancestor in self.ancestors(tool.span)
         }
         steps: dict[tuple[str, str | None, str], _Span] = {}
-        for span in self.spans:
-            event = _beeai_event(span.attributes)
-            tool = span.attributes.get("tool.name")
-            if (
-                event is None
-                or not event[0].startswith("agent.")
-                or not isinstance(tool, str)
-                or span.attributes.get("output.value") is None
-                or (span.trace_id, span.parent_id) in covered
-            ):
+        for span, tool in candidates:
+            if (span.trace_id, span.parent_id) in covered:
                 continue
             key = (span.trace_id, span.parent_id, tool)
             if key not in steps or (span.start_nanos or 0) >= (steps[key].start_nanos or 0):
