@@ -83,7 +83,9 @@ class Provider:
 
 
 @pytest.fixture(scope="module")
-def provider(live_server, tmp_path_factory):
+def provider(django_db_setup, live_server, tmp_path_factory):
+    # After the test database (django_db_setup): the live server, which reaches it, then
+    # stops before the database is dropped.
     provider = Provider(tmp_path_factory.mktemp("oidc-provider"))
     provider.run("client", CLIENT_ID, CLIENT_SECRET, f"{live_server.url}/oidc/callback/")
     provider.start()
@@ -126,56 +128,63 @@ def test_sign_in_at_the_provider_and_groups_become_roles(settings, live_server, 
     provider.person("pat", "pat-at-the-provider", "crosscheck-reviewers", "lunch-club")
     base = live_server.url
     with chromium() as browser:
-        page = browser.new_page()
-        page.set_default_timeout(15_000)
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(15_000)
 
-        # A page that needs a sign-in sends to ours, which offers both ways.
-        page.goto(f"{base}/tickets/")
-        assert page.locator("#id_password").count() == 1
-        page.click("text=Sign in with Test IdP")
-        page.wait_for_url(f"{provider.url.removesuffix('/openid')}/accounts/login/**")
-        page.fill("#id_username", "pat")
-        page.fill("#id_password", "pat-at-the-provider")
-        page.click("text=Sign in at the provider")
-        page.wait_for_url(f"{base}/tickets/")
-        assert page.locator(".whoami span").inner_text() == "pat"
-        assert roles_of("pat") == ["reviewer"]
-        assert role_events("pat") == [("reviewer", "web")]
-
-        def sign_in_again() -> None:
-            page.click(".whoami button")
-            page.wait_for_url(f"{base}/login/")
-            # The provider's session lasts: no form there this time.
+            # A page that needs a sign-in sends to ours, which offers both ways.
+            page.goto(f"{base}/tickets/")
+            assert page.locator("#id_password").count() == 1
             page.click("text=Sign in with Test IdP")
-            page.wait_for_url(lambda url: url.startswith(base) and "/oidc/" not in url)
+            page.wait_for_url(f"{provider.url.removesuffix('/openid')}/accounts/login/**")
+            page.fill("#id_username", "pat")
+            page.fill("#id_password", "pat-at-the-provider")
+            page.click("text=Sign in at the provider")
+            page.wait_for_url(f"{base}/tickets/")
+            assert page.locator(".whoami span").inner_text() == "pat"
+            assert roles_of("pat") == ["reviewer"]
+            assert role_events("pat") == [("reviewer", "web")]
 
-        # Groups changed at the provider change the role at the next sign-in.
-        provider.person("pat", "pat-at-the-provider", "crosscheck-admins", "crosscheck-reviewers")
-        sign_in_again()
-        assert page.url == f"{base}/"
-        assert page.locator(".whoami span").inner_text() == "pat"
-        assert roles_of("pat") == ["admin"]
-        assert page.locator("nav.mainnav >> text=Redaction").count() == 1
+            def sign_in_again() -> None:
+                page.click(".whoami button")
+                page.wait_for_url(f"{base}/login/")
+                # The provider's session lasts: no form there this time.
+                page.click("text=Sign in with Test IdP")
+                page.wait_for_url(lambda url: url.startswith(base) and "/oidc/" not in url)
 
-        # In no mapped group: refused, and the role is taken away.
-        provider.person("pat", "pat-at-the-provider", "lunch-club")
-        sign_in_again()
-        assert page.url == f"{base}/login/"
-        assert page.locator(".messages").inner_text() == NO_ROLE
-        assert page.locator(".whoami").count() == 0
-        assert roles_of("pat") == []
-        assert role_events("pat") == [("reviewer", "web"), ("admin", "web"), (None, "web")]
+            # Groups changed at the provider change the role at the next sign-in.
+            provider.person(
+                "pat", "pat-at-the-provider", "crosscheck-admins", "crosscheck-reviewers"
+            )
+            sign_in_again()
+            assert page.url == f"{base}/"
+            assert page.locator(".whoami span").inner_text() == "pat"
+            assert roles_of("pat") == ["admin"]
+            assert page.locator("nav.mainnav >> text=Redaction").count() == 1
 
-        # A deactivated account: refused, and left as it is.
-        provider.person("pat", "pat-at-the-provider", "crosscheck-reviewers")
-        with as_owner(), connection.cursor() as cursor:
-            cursor.execute("UPDATE auth_user SET is_active = false WHERE username = 'pat'")
-        page.click("text=Sign in with Test IdP")
-        page.wait_for_url(f"{base}/login/")
-        assert page.locator(".messages").inner_text() == DEACTIVATED
-        assert page.locator(".whoami").count() == 0
-        assert roles_of("pat") == []
-        assert len(role_events("pat")) == 3
+            # In no mapped group: refused, and the role is taken away.
+            provider.person("pat", "pat-at-the-provider", "lunch-club")
+            sign_in_again()
+            assert page.url == f"{base}/login/"
+            assert page.locator(".messages").inner_text() == NO_ROLE
+            assert page.locator(".whoami").count() == 0
+            assert roles_of("pat") == []
+            assert role_events("pat") == [("reviewer", "web"), ("admin", "web"), (None, "web")]
+
+            # A deactivated account: refused, and left as it is.
+            provider.person("pat", "pat-at-the-provider", "crosscheck-reviewers")
+            with as_owner(), connection.cursor() as cursor:
+                cursor.execute("UPDATE auth_user SET is_active = false WHERE username = 'pat'")
+            page.click("text=Sign in with Test IdP")
+            page.wait_for_url(f"{base}/login/")
+            assert page.locator(".messages").inner_text() == DEACTIVATED
+            assert page.locator(".whoami").count() == 0
+            assert roles_of("pat") == []
+            assert len(role_events("pat")) == 3
+        finally:
+            # Queries made under Playwright's sync API have a connection of their own (its
+            # greenlet's context): closed here, or the test database could not be dropped.
+            connection.close()
 
 
 @pytest.mark.django_db
