@@ -18,6 +18,7 @@ from typing import Any
 import jwt
 import requests
 from django.conf import settings
+from django.core import checks
 from django.core.exceptions import ImproperlyConfigured, SuspiciousOperation
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
@@ -73,6 +74,18 @@ def configuration_checked() -> dict[str, str]:
     if unset:
         raise ImproperlyConfigured(f"OIDC_RP_CLIENT_ID is set: set {', '.join(unset)} too")
     return group_roles(settings.OIDC_GROUP_ROLES, settings.OIDC_DEFAULT_ROLE)
+
+
+def identity_provider_check(**_kwargs: Any) -> list[checks.CheckMessage]:
+    """`manage.py check` (and every start of the web) says what sign-in with the provider
+    lacks, before anybody tries it."""
+    if not settings.OIDC_ENABLED:
+        return []
+    try:
+        configuration_checked()
+    except ImproperlyConfigured as exc:
+        return [checks.Error(str(exc), id="reviewapp.E101")]
+    return []
 
 
 def role_of_groups(groups: Iterable[str], group_roles: Mapping[str, str], default: str) -> str:

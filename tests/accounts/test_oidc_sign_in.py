@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
 from django.db import connection
 
 from reviewapp.accounts.identity_provider import (
@@ -236,3 +238,8 @@ def test_a_missing_endpoint_is_named(settings):
     settings.OIDC_OP_JWKS_ENDPOINT = ""
     with pytest.raises(ImproperlyConfigured, match="set OIDC_OP_JWKS_ENDPOINT too"):
         configuration_checked()
+    # manage.py check says so before anybody signs in.
+    with pytest.raises(SystemCheckError, match="set OIDC_OP_JWKS_ENDPOINT too"):
+        call_command("check")
+    settings.OIDC_ENABLED = False
+    call_command("check")
