@@ -41,7 +41,7 @@ NO_ROLE = "Your account at the identity provider is in no group that has a role 
 DEACTIVATED = "This account is deactivated. Ask an administrator."
 NO_ANSWER = "The identity provider did not answer as expected. Try again, or use a password."
 
-
+# What sign-in with the provider cannot do without, once OIDC_RP_CLIENT_ID is set.
 ENDPOINTS = (
     "OIDC_RP_CLIENT_SECRET",
     "OIDC_OP_AUTHORIZATION_ENDPOINT",

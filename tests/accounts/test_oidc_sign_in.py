@@ -23,11 +23,12 @@ from django.db import connection
 from reviewapp.accounts.identity_provider import (
     DEACTIVATED,
     NO_ROLE,
+    ROLE_STRENGTH,
     configuration_checked,
     group_roles,
     role_of_groups,
 )
-from reviewapp.accounts.roles import ensure_roles
+from reviewapp.accounts.roles import ROLE_PERMISSIONS, ensure_roles
 from reviewapp.infra.roles import as_owner
 from reviewapp.models import AuditEvent
 from tests.browser import chromium
@@ -215,6 +216,8 @@ def test_with_oidc_on_a_password_still_signs_in(client, settings, django_user_mo
 
 
 def test_the_strongest_mapped_role_wins_and_none_falls_back_to_the_default():
+    # Every role has its place in the order (a new role must be given one).
+    assert sorted(ROLE_STRENGTH) == sorted(ROLE_PERMISSIONS)
     groups = ["lunch-club", "crosscheck-reviewers", "crosscheck-admins"]
     assert role_of_groups(groups, GROUP_ROLES, "") == "admin"
     assert role_of_groups(["crosscheck-reviewers"], GROUP_ROLES, "") == "reviewer"
