@@ -35,7 +35,9 @@ class ReviewAppConfig(AppConfig):
 
     def ready(self) -> None:
         from celery.signals import after_setup_logger, after_setup_task_logger
+        from django.core import checks
 
+        from reviewapp.accounts.identity_provider import identity_provider_check
         from reviewapp.accounts.roles import ensure_roles
         from reviewapp.infra import lookups  # noqa: F401  (registers field__any)
 
@@ -43,6 +45,7 @@ class ReviewAppConfig(AppConfig):
         for signal in (after_setup_logger, after_setup_task_logger):
             signal.connect(_safe_worker_log, weak=False)
 
+        checks.register(identity_provider_check)
         # Permissions exist only after migrate, so the roles are made then.
         post_migrate.connect(ensure_roles, sender=self)
         post_migrate.connect(keep_ticket_counts, sender=self)

@@ -186,6 +186,28 @@ AUTH_PASSWORD_VALIDATORS = [
 SIGN_IN_MAX_FAILURES = env_int("SIGN_IN_MAX_FAILURES", 5)
 SIGN_IN_LOCKOUT_SECONDS = env_int("SIGN_IN_LOCKOUT_SECONDS", 15 * 60)
 LOGIN_URL = "login"
+# Sign-in with the organisation's identity provider (OpenID Connect), on with OIDC_RP_CLIENT_ID:
+# accounts/identity_provider.py; docs/sign-in.md says what each setting does. Off: passwords only.
+OIDC_RP_CLIENT_ID = os.environ.get("OIDC_RP_CLIENT_ID", "")
+OIDC_ENABLED = bool(OIDC_RP_CLIENT_ID)
+OIDC_RP_CLIENT_SECRET = os.environ.get("OIDC_RP_CLIENT_SECRET", "")
+OIDC_OP_AUTHORIZATION_ENDPOINT = os.environ.get("OIDC_OP_AUTHORIZATION_ENDPOINT", "")
+OIDC_OP_TOKEN_ENDPOINT = os.environ.get("OIDC_OP_TOKEN_ENDPOINT", "")
+OIDC_OP_USER_ENDPOINT = os.environ.get("OIDC_OP_USER_ENDPOINT", "")
+OIDC_OP_JWKS_ENDPOINT = os.environ.get("OIDC_OP_JWKS_ENDPOINT", "")
+OIDC_RP_SIGN_ALGO = os.environ.get("OIDC_RP_SIGN_ALGO") or "RS256"
+OIDC_RP_SCOPES = os.environ.get("OIDC_RP_SCOPES") or "openid email profile groups"
+OIDC_PROVIDER_NAME = os.environ.get("OIDC_PROVIDER_NAME") or "your organisation"
+OIDC_USERNAME_CLAIM = os.environ.get("OIDC_USERNAME_CLAIM") or "preferred_username"
+OIDC_ROLE_CLAIM = os.environ.get("OIDC_ROLE_CLAIM") or "groups"
+OIDC_GROUP_ROLES = env_list("OIDC_GROUP_ROLES", [])
+OIDC_DEFAULT_ROLE = os.environ.get("OIDC_DEFAULT_ROLE", "")
+OIDC_TIMEOUT = env_int("OIDC_TIMEOUT", 10)
+OIDC_USE_PKCE = env_bool("OIDC_USE_PKCE", True)
+OIDC_AUTHENTICATION_CALLBACK_URL = "oidc-callback"
+AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend"] + (
+    ["reviewapp.accounts.identity_provider.IdentityProviderBackend"] if OIDC_ENABLED else []
+)
 LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"
 

@@ -1,7 +1,6 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from reviewapp.accounts.sign_in import ThrottledAuthenticationForm
 from reviewapp.views import (
     dashboard,
     gate,
@@ -19,15 +18,15 @@ from reviewapp.views import (
     review,
     review_bulk,
     shadow,
+    sign_in,
 )
 
 urlpatterns = [
     # Sign-in
-    path(
-        "login/",
-        auth_views.LoginView.as_view(authentication_form=ThrottledAuthenticationForm),
-        name="login",
-    ),
+    path("login/", sign_in.SignInView.as_view(), name="login"),
+    # With the organisation's identity provider (OpenID Connect), when set up: else 404
+    path("oidc/authenticate/", sign_in.identity_provider_start, name="oidc-authenticate"),
+    path("oidc/callback/", sign_in.identity_provider_callback, name="oidc-callback"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", dashboard.dashboard, name="dashboard"),
     # Ingest

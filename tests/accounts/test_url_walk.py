@@ -119,6 +119,9 @@ RULES: dict[str, tuple[object, object]] = {
 # Open without a sign-in: (GET, POST) outcomes for everyone.
 PUBLIC = {
     "login": (OK, OK),
+    # Sign-in with an identity provider: not set up in tests but tests/accounts/test_oidc_sign_in.py
+    "oidc-authenticate": (MISSING, METHOD),
+    "oidc-callback": (MISSING, METHOD),
     "logout": (METHOD, LOGIN),
     "api-traces": (METHOD, UNAUTHORIZED),
     "api-batch": (UNAUTHORIZED, METHOD),
