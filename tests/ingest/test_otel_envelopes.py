@@ -8,6 +8,7 @@ GenAI semantic conventions before and after v1.37)."""
 import json
 
 from reviewapp.ingest.otel import convert_document
+from reviewapp.ingest.otel.payloads import decode_text, unwrap
 from tests.ingest.test_otel import check, key_values, otlp
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
@@ -207,6 +208,63 @@ def test_langchain_run_outputs_with_a_serialized_tool_message():
     tool["attributes"] += key_values({"tool.parameters": json.dumps(schema)})
     ((call, _),) = calls(tool)
     assert call["arguments"] == {"order_id": "A-1"}
+
+
+# str() and repr() of ToolMessage(content=json.dumps(ORDER), name="get_order",
+# tool_call_id="call_Zx81"), as langchain-core 1.8.3 writes them: the text older
+# OpenInference LangChain instrumentation put in output.value.
+TOOL_MESSAGE_STR = (
+    """content='{"orderId": "A-1", "status": "refunded", "amount": 12.5}' name='get_order' """
+    "tool_call_id='call_Zx81'"
+)
+TOOL_MESSAGE_REPR = (
+    """ToolMessage(content='{"orderId": "A-1", "status": "refunded", "amount": 12.5}', """
+    "name='get_order', tool_call_id='call_Zx81')"
+)
+
+
+def test_a_tool_message_written_as_python_text_is_read_as_one():
+    for text in (TOOL_MESSAGE_STR, TOOL_MESSAGE_REPR):
+        tool = langchain_tool_span({})
+        for attribute in tool["attributes"]:
+            if attribute["key"] == "output.value":
+                attribute["value"] = {"stringValue": text}
+        ((call, observation),) = calls(tool)
+        assert call["toolCallId"] == "call_Zx81" and "syntheticToolCallId" not in call
+        assert observation["value"] == ORDER
+        assert (observation["resultEnvelope"], observation["resultEncoding"]) == (
+            "langchain",
+            "python-repr",
+        )
+
+
+def test_a_message_text_is_read_as_literals_only():
+    # Agno's Message str(): fields that are objects of their own are left out, never run; an
+    # error status is the tool's error; text that merely mentions tool_call_id= stays text.
+    agno = (
+        "content=\"it's gone, see 'x=1'\" name=None tool_call_id='call_9' role='tool' "
+        "metrics=MessageMetrics(input_tokens=3) status='error' images=None"
+    )
+    assert decode_text(agno) == (
+        "python",
+        {
+            "content": "it's gone, see 'x=1'",
+            "name": None,
+            "tool_call_id": "call_9",
+            "role": "tool",
+            "status": "error",
+            "images": None,
+            "type": "tool",
+        },
+    )
+    found = unwrap(decode_text(agno)[1])
+    assert found.call_id == "call_9" and found.errors[0]["code"] == "TOOL_ERROR"
+    for text in (
+        "the call tool_call_id='x' failed",
+        "content='a' tool_call_id=__import__('os').getcwd()",  # not a literal: no id
+        "ToolMessage('positional', tool_call_id='x')",
+    ):
+        assert decode_text(text) == ("text", text)
 
 
 def test_mcp_call_tool_result_structured_and_text():

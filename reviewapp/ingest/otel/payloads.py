@@ -1,12 +1,18 @@
 """What a tool's arguments and result come wrapped in, unwrapped: MCP CallToolResult and
 content blocks, LangChain ToolMessage, Google ADK function responses. Python reprs (which
-LangGraph and any-agent write) are read as literals, never run. Placeholders such as ADK's
-"<not specified>" are no value at all."""
+LangGraph and any-agent write) are read as literals, never run, and so is a tool message
+written as a Python object's text: LangChain's ToolMessage as str() gives it
+(`content='{"status": ...}' name='get_order' tool_call_id='call_1'`, what older OpenInference
+LangChain instrumentation put in `output.value`) or as repr() does (`ToolMessage(...)`), and
+Agno's Message alike (a field that is no literal, an object of its own, is left out).
+Placeholders such as ADK's "<not specified>" are no value at all."""
 
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,7 +100,88 @@ def decode_text(text: str) -> tuple[str, Any]:
     ok, value = python_literal(text)
     if ok:
         return "python", value
+    message = tool_message_fields(text)
+    if message is not None:
+        return "python", message
     return "text", text
+
+
+_CALL_OPENING = re.compile(r"[A-Za-z_][\w.]*\(")
+_FIELD_OPENING = re.compile(r"[A-Za-z_]\w*=")
+_MARK = "tool_call_id="
+
+
+def tool_message_fields(text: str) -> dict[str, Any] | None:
+    """The fields of a tool message written as text, as a LangChain ToolMessage dict
+    (`{"type": "tool", "content": ..., "tool_call_id": ...}`), or None when the text is no
+    such message."""
+    if _MARK not in text or len(text) > MAX_LITERAL_CHARS:
+        return None
+    stripped = text.strip()
+    if _CALL_OPENING.match(stripped) and stripped.endswith(")"):
+        fields = _keyword_literals(stripped)
+    elif _FIELD_OPENING.match(stripped):
+        fields = _keyword_literals(_as_call(stripped))
+    else:
+        return None
+    if not fields or "content" not in fields or not isinstance(fields.get("tool_call_id"), str):
+        return None
+    return {**fields, "type": "tool"}
+
+
+def _as_call(text: str) -> str:
+    """`a=1 b='x y'` (pydantic's str: fields separated by spaces) as `f(a=1, b='x y')`: a
+    comma goes before each `name=` outside brackets, found by Python's own tokenizer, so
+    that a space or `=` inside a string is left alone."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return ""
+    line_starts = [0]
+    for line in text.splitlines(keepends=True):
+        line_starts.append(line_starts[-1] + len(line))
+    cuts, depth = [], 0
+    for index, token in enumerate(tokens):
+        if token.type == tokenize.OP and token.string in "([{":
+            depth += 1
+        elif token.type == tokenize.OP and token.string in ")]}":
+            depth -= 1
+        elif (
+            depth == 0
+            and index > 0
+            and token.type == tokenize.NAME
+            and index + 1 < len(tokens)
+            and tokens[index + 1].string == "="
+        ):
+            row, column = token.start
+            cuts.append(line_starts[row - 1] + column)
+    parts, last = [], 0
+    for cut in cuts:
+        parts.append(text[last:cut].rstrip())
+        last = cut
+    parts.append(text[last:])
+    return "f(" + ", ".join(parts) + ")"
+
+
+def _keyword_literals(source: str) -> dict[str, Any] | None:
+    try:
+        node = ast.parse(source, mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    if not isinstance(node, ast.Call) or node.args or not node.keywords:
+        return None
+    found: dict[str, Any] = {}
+    for keyword in node.keywords:
+        if keyword.arg is None:
+            return None
+        try:
+            value = ast.literal_eval(keyword.value)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            continue  # an object of its own (metrics=Metrics(...)): not a literal, left out
+        ok, value = _jsonable(value)
+        if ok:
+            found[keyword.arg] = value
+    return found
 
 
 @dataclass
