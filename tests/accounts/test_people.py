@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import io
 import re
+import threading
 
+import psycopg
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
@@ -310,3 +312,37 @@ def test_a_first_admin_with_a_password_from_standard_input(monkeypatch):
     )
     assert Users.objects.get(username="root").check_password("a-long-pass-123x")
     assert [verb for verb, *_ in events(*people_verbs())] == [ROLE_CHANGED, PASSWORD_SET]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_admins_demoting_each_other_at_once_cannot_both_succeed():
+    make_user(Users, "ada", ADMIN)
+    make_user(Users, "otto", ADMIN)
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    outcome: dict[str, str] = {}
+    with psycopg.connect(**params) as first, psycopg.connect(**params) as second:
+        # The first deactivates ada and has not committed yet.
+        first.execute("SELECT reviewapp_account_active_set('ada', false, NULL, 'web')")
+
+        def demote_otto() -> None:
+            try:
+                second.execute(
+                    "SELECT reviewapp_account_set('otto', '!', 'viewer', false, NULL, 'web')"
+                )
+                second.commit()
+                outcome["otto"] = "demoted"
+            except psycopg.errors.CheckViolation as exc:
+                second.rollback()
+                outcome["otto"] = str(exc)
+
+        other = threading.Thread(target=demote_otto)
+        other.start()
+        other.join(1.0)
+        assert other.is_alive(), "the second change waits for the first"
+        first.commit()
+        other.join(10.0)
+    assert "no active admin would remain: otto is the last one" in outcome["otto"]
+    assert not Users.objects.get(username="ada").is_active
+    assert Users.objects.get(username="otto").groups.get().name == ADMIN
