@@ -9,6 +9,7 @@ from reviewapp.views import (
     ingest_api,
     openapi,
     otlp,
+    people,
     policy,
     privacy,
     raw,
@@ -28,6 +29,8 @@ urlpatterns = [
     path("oidc/authenticate/", sign_in.identity_provider_start, name="oidc-authenticate"),
     path("oidc/callback/", sign_in.identity_provider_callback, name="oidc-callback"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # A one-time link to set a password (an invitation; people.py makes it)
+    path("set-password/<uidb64>/<token>/", people.SetPasswordView.as_view(), name="set-password"),
     path("", dashboard.dashboard, name="dashboard"),
     # Ingest
     path("ingest/", ingest.batch_list, name="batch-list"),
@@ -37,6 +40,11 @@ urlpatterns = [
     path("tokens/", ingest.token_list, name="token-list"),
     path("tokens/<int:pk>/revoke/", ingest.token_revoke, name="token-revoke"),
     path("privacy/redaction/", privacy.redaction, name="redaction"),
+    # People and roles (admins only)
+    path("people/", people.people_page, name="people"),
+    path("people/<int:user_id>/role/", people.person_role, name="people-role"),
+    path("people/<int:user_id>/active/", people.person_active, name="people-active"),
+    path("people/<int:user_id>/link/", people.person_link, name="people-link"),
     # Policy: proposals, approval, versions
     path("policy/", policy.policy_home, name="policy-home"),
     path("policy/v/<int:number>/", policy.version_detail, name="policy-version"),

@@ -5,14 +5,18 @@ A person gets an account or a role one way only, account_role_set, which records
 event whenever it changes anything. The database does it: the app's role may
 not write memberships, permissions or the superuser flag (reviewapp/infra/roles.py), and
 calls reviewapp_account_set (migration 0033), a function that runs as the owner of the
-tables and records the event in the same statement, so that no role is given silently."""
+tables and records the event in the same statement, so that no role is given silently.
+An account is deactivated or reactivated the same way (account_active_set), and neither
+may leave no active admin: the database refuses (migration 0046)."""
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
 from django.contrib.auth.models import Group, Permission
-from django.db import connection, transaction
+from django.db import DataError, IntegrityError, connection, transaction
 
 from reviewapp.accounts.audit import current_channel
 
@@ -26,6 +30,8 @@ RUN_REPLAY = "reviewapp.run_replay"
 # Admins only: request, and approve another admin's request of, a value's erasure.
 ERASE_VALUES = "reviewapp.erase_values"
 MANAGE_REDACTION = "reviewapp.manage_redaction"
+# Admins only: add people, set their roles, deactivate them (accounts/people.py).
+MANAGE_PEOPLE = "reviewapp.manage_people"
 # Reading raw trace lines and envelopes: a grant beside the role, any role may get it, and
 # no role gives it (reviewapp/privacy/access.py; account_raw_access_set).
 SEE_RAW_DATA = "reviewapp.see_raw_data"
@@ -43,6 +49,7 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         RUN_REPLAY,
         ERASE_VALUES,
         MANAGE_REDACTION,
+        MANAGE_PEOPLE,
     ),
 }
 
@@ -50,6 +57,15 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
 ROLE_CHANGED = "account.role"
 # ... and of the raw data permission given or taken (reviewapp_raw_access_set).
 RAW_ACCESS_CHANGED = "account.raw_data"
+# ... and of an account deactivated or reactivated (reviewapp_account_active_set).
+ACTIVE_CHANGED = "account.active"
+# The name of the database's refusal of a change that would leave no active admin
+# (migration 0046: reviewapp_account_set and reviewapp_account_active_set).
+AN_ADMIN_REMAINS = "an_active_admin_remains"
+
+
+class LastAdminError(Exception):
+    """The change would leave no active admin (refused by the database)."""
 
 
 def ensure_roles(**_kwargs) -> None:
@@ -78,13 +94,45 @@ def account_role_set(
         raise ValueError(f"no role named {role!r}")
     users = get_user_model()
     name = users.normalize_username(username)
-    with connection.cursor() as cursor:
+    # A savepoint: a refusal (the last admin) leaves the caller's transaction usable.
+    with _last_admin_refused(), transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
             "SELECT reviewapp_account_set(%s, %s, %s, %s, %s, %s)",
             [name, make_password(password), role, superuser, _pk(actor), current_channel()],
         )
         (pk,) = cursor.fetchone()
     return users.objects.get(pk=pk)
+
+
+def account_active_set(username: str, active: bool, *, actor: Any = None) -> Any:
+    """Deactivate `username` (no sign-in, session or API token of theirs works any more;
+    their live tokens are revoked) or reactivate them, through reviewapp_account_active_set
+    (migration 0046), which records an `account.active` event credited to `actor` and the
+    current channel whenever this changes anything. LastAdminError when no active admin
+    would remain; ValueError when there is no such account."""
+    users = get_user_model()
+    try:
+        with _last_admin_refused(), transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT reviewapp_account_active_set(%s, %s, %s, %s)",
+                [users.normalize_username(username), active, _pk(actor), current_channel()],
+            )
+            (pk,) = cursor.fetchone()
+    except DataError as exc:  # invalid_parameter_value: no such account
+        raise ValueError(f"no account named {username!r}") from exc
+    return users.objects.get(pk=pk)
+
+
+@contextmanager
+def _last_admin_refused() -> Iterator[None]:
+    """The database's refusal to leave no active admin, as LastAdminError."""
+    try:
+        yield
+    except IntegrityError as exc:
+        diag = getattr(exc.__cause__, "diag", None)
+        if getattr(diag, "constraint_name", None) == AN_ADMIN_REMAINS:
+            raise LastAdminError(getattr(diag, "message_primary", None) or str(exc)) from exc
+        raise
 
 
 def _pk(actor: Any) -> int | None:

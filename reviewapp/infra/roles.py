@@ -87,6 +87,7 @@ TOMBSTONED = {
 APP_FUNCTIONS = (
     "public.reviewapp_account_set(text, text, text, boolean, integer, text)",
     "public.reviewapp_raw_access_set(text, boolean, integer, text, text)",
+    "public.reviewapp_account_active_set(text, boolean, integer, text)",
 )
 
 HARDENED_IGNORE = """

@@ -134,6 +134,8 @@ class Ticket(models.Model):
             ("approve_rule", "Can approve proposals and publish policy versions"),
             # Given beside a role, never by one (accounts/roles.py: account_raw_access_set).
             ("see_raw_data", "Can read raw trace lines and envelopes, each time with a reason"),
+            # Admins only: add people, set their roles, deactivate them (accounts/people.py).
+            ("manage_people", "Can add people, set their roles and deactivate them"),
         ]
 
     def __str__(self) -> str:

@@ -16,6 +16,7 @@ from reviewapp.accounts.roles import (
     CLOSE_MONTH,
     ERASE_VALUES,
     INGEST,
+    MANAGE_PEOPLE,
     MANAGE_REDACTION,
     PROPOSE_RULE,
     ROLE_PERMISSIONS,
@@ -47,6 +48,10 @@ RULES: dict[str, tuple[object, object]] = {
     "token-list": (INGEST, INGEST),
     "token-revoke": (METHOD, INGEST),
     "redaction": (MANAGE_REDACTION, MANAGE_REDACTION),
+    "people": (MANAGE_PEOPLE, MANAGE_PEOPLE),
+    "people-role": (METHOD, MANAGE_PEOPLE),
+    "people-active": (METHOD, MANAGE_PEOPLE),
+    "people-link": (METHOD, MANAGE_PEOPLE),
     "policy-home": (READ, METHOD),
     "policy-version": (READ, METHOD),
     "policy-export": (READ, METHOD),
@@ -123,6 +128,8 @@ PUBLIC = {
     "oidc-authenticate": (MISSING, METHOD),
     "oidc-callback": (MISSING, METHOD),
     "logout": (METHOD, LOGIN),
+    # A one-time link to set a password: one that does not work says so (tests/accounts/test_people).
+    "set-password": (OK, OK),
     "api-traces": (METHOD, UNAUTHORIZED),
     "api-batch": (UNAUTHORIZED, METHOD),
     "api-openapi": (OK, METHOD),
@@ -191,6 +198,7 @@ def world(tmp_path, desk, reviewer, approver):
         "job": job.pk,
         "fixture_set": fixture_set.pk,
         "result_id": result.pk,
+        "user_id": reviewer.pk,  # the people page's changes (an empty form changes nothing)
     }
 
 
@@ -203,6 +211,8 @@ def url_of(name: str, world: dict, user) -> str:
             if user
             else reverse(name, args=[1])
         )
+    if name == "set-password":
+        return reverse(name, args=["MQ", "not-a-token"])
     if name == "api-batch":
         return reverse(name, args=[uuid.uuid4()])
     if name.startswith("shadow-") and keys == ["pk"]:

@@ -122,6 +122,7 @@ def world(tmp_path, reviewer, approver):
         "fixture_set": fixture_set.pk,
         "result_id": result.pk,
         "rejected": rejected,
+        "user_id": reviewer.pk,  # the people page's changes
     }
 
 

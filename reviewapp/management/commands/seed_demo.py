@@ -35,3 +35,4 @@ class Command(BaseCommand):
         self.stdout.write("Demo users (local demo only):")
         for username, role in DEMO_USERS:
             self.stdout.write(f"  {username:<10} {role:<9} password: {password}")
+        self.stdout.write("Signed in as admin, People (/people/) lists them and manages roles.")
