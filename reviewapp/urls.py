@@ -3,6 +3,7 @@ from django.urls import path
 
 from reviewapp.accounts.sign_in import ThrottledAuthenticationForm
 from reviewapp.views import (
+    alerts,
     dashboard,
     gate,
     gate_api,
@@ -38,6 +39,14 @@ urlpatterns = [
     path("tokens/", ingest.token_list, name="token-list"),
     path("tokens/<int:pk>/revoke/", ingest.token_revoke, name="token-revoke"),
     path("privacy/redaction/", privacy.redaction, name="redaction"),
+    # Alerts: where they go, and every delivery (admins only)
+    path("alerts/", alerts.alerts_page, name="alerts"),
+    path("alerts/destinations/", alerts.destination_add_view, name="alert-destination-add"),
+    path(
+        "alerts/destinations/<int:pk>/",
+        alerts.destination_change_view,
+        name="alert-destination-change",
+    ),
     # Policy: proposals, approval, versions
     path("policy/", policy.policy_home, name="policy-home"),
     path("policy/v/<int:number>/", policy.version_detail, name="policy-version"),

@@ -26,6 +26,8 @@ RUN_REPLAY = "reviewapp.run_replay"
 # Admins only: request, and approve another admin's request of, a value's erasure.
 ERASE_VALUES = "reviewapp.erase_values"
 MANAGE_REDACTION = "reviewapp.manage_redaction"
+# Admins only: where alerts are sent (webhooks and their secrets, email addresses).
+MANAGE_ALERTS = "reviewapp.manage_alerts"
 # Reading raw trace lines and envelopes: a grant beside the role, any role may get it, and
 # no role gives it (reviewapp/privacy/access.py; account_raw_access_set).
 SEE_RAW_DATA = "reviewapp.see_raw_data"
@@ -43,6 +45,7 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         RUN_REPLAY,
         ERASE_VALUES,
         MANAGE_REDACTION,
+        MANAGE_ALERTS,
     ),
 }
 
