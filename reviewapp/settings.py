@@ -499,12 +499,19 @@ ALERT_FAILED_BATCH_HOURS = env_int("ALERT_FAILED_BATCH_HOURS", 24)
 ALERT_GATE_WINDOW_SECONDS = env_int("ALERT_GATE_WINDOW_SECONDS", 3600)
 ALERT_GATE_MIN_CHECKS = env_int("ALERT_GATE_MIN_CHECKS", 20)
 ALERT_GATE_BLOCK_PERCENT = env_int("ALERT_GATE_BLOCK_PERCENT", 20)
-# Email alerts go through Django's email backend: SMTP to EMAIL_HOST:EMAIL_PORT.
-EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
-EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
-EMAIL_PORT = env_int("EMAIL_PORT", 25)
-EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
-EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
-EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
-EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10)
+# Email alerts go through Django's default mailer: SMTP to EMAIL_HOST:EMAIL_PORT unless
+# EMAIL_BACKEND names another backend (the environment's names; Django 6.1's MAILERS here).
+MAILERS = {
+    "default": {
+        "BACKEND": os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend"),
+        "OPTIONS": {
+            "host": os.environ.get("EMAIL_HOST", "localhost"),
+            "port": env_int("EMAIL_PORT", 25),
+            "username": os.environ.get("EMAIL_HOST_USER", ""),
+            "password": os.environ.get("EMAIL_HOST_PASSWORD", ""),
+            "use_tls": env_bool("EMAIL_USE_TLS", False),
+            "timeout": env_int("EMAIL_TIMEOUT", 10),
+        },
+    }
+}
 DEFAULT_FROM_EMAIL = os.environ.get("ALERT_EMAIL_FROM", "crosscheck@localhost")

@@ -136,7 +136,7 @@ def email_send(destination: AlertDestination, alert: Alert) -> None:
         headers={ALERT_HEADER: alert.key},
     )
     try:
-        message.send(fail_silently=False)
+        message.send()
     except Exception as exc:  # the backend's own (smtplib, OSError...): the try failed
         raise DeliveryFailed(f"the mail server did not take it: {exc}") from None
 
