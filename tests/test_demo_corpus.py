@@ -53,7 +53,15 @@ def test_it_covers_every_finding_but_report_only_identity():
 def test_seed_demo_is_safe_to_run_twice(capsys, monkeypatch):
     from django.core.management import call_command
 
-    from reviewapp.models import ErasureRequest, PolicyVersion, RedactionRuleSet, Ticket
+    from reviewapp.models import (
+        Alert,
+        AlertDelivery,
+        AlertDestination,
+        ErasureRequest,
+        PolicyVersion,
+        RedactionRuleSet,
+        Ticket,
+    )
 
     monkeypatch.setenv("DEMO_PASSWORD", "a-demo-password")
     call_command("seed_demo", runs=60)
@@ -64,6 +72,12 @@ def test_seed_demo_is_safe_to_run_twice(capsys, monkeypatch):
     # The privacy screens have something to show: rules in force, an erasure waiting.
     assert RedactionRuleSet.objects.get().number == 1
     assert ErasureRequest.objects.get().state == ErasureRequest.State.REQUESTED
+    # The alerts page shows two destinations and deliveries, recorded, never sent.
+    assert AlertDestination.objects.count() == 2
+    deliveries = AlertDelivery.objects.all()
+    assert deliveries.count() > 2
+    assert {delivery.state for delivery in deliveries} == {"skipped"}
+    assert Alert.objects.filter(kind="new_family").exists()
     assert "reviewer" in capsys.readouterr().out
 
 
