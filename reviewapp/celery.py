@@ -37,7 +37,9 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 
-def beat_schedule(reconcile_seconds: float, alert_seconds: float = 60.0) -> dict[str, dict[str, object]]:
+def beat_schedule(
+    reconcile_seconds: float, alert_seconds: float = 60.0
+) -> dict[str, dict[str, object]]:
     """What beat sends (settings.CELERY_BEAT_SCHEDULE): the one reconciler of durable work
     (reviewapp.durable), which shows too that a worker takes tasks, every
     `reconcile_seconds`; periodic chores of the queue, the tallies and retention; and the

@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 
 from cryptography.fernet import Fernet
 from django.conf import settings
-from django.core.validators import validate_email
 from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
 
 from reviewapp.alerts.kinds import KINDS
 from reviewapp.models import AlertDestination

@@ -44,8 +44,7 @@ def detect_spikes() -> list[Alert]:
                 kind=SPIKE,
                 key=month,
                 title=f"Unexplained discrepancies spiked in {month}: {tally.counts.unexplained}",
-                text=f"{before} the month before. Open tickets need a human: "
-                f"{tally.counts.open}.",
+                text=f"{before} the month before. Open tickets need a human: {tally.counts.open}.",
                 link=f"{reverse('tallies')}?{urlencode({'month': month})}",
             )
         )

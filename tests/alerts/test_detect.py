@@ -116,9 +116,7 @@ def test_a_batch_failed_for_good_is_alerted_once_and_one_with_tries_left_is_not(
     spent = create_batch(channel=IngestBatch.Channel.API, path=path, file_name="b.jsonl")
     failed = {"state": IngestBatch.State.FAILED, "finished_at": timezone.now(), "error": "boom"}
     IngestBatch.objects.filter(pk=retried.pk).update(attempts=1, **failed)
-    IngestBatch.objects.filter(pk=spent.pk).update(
-        attempts=settings.INGEST_MAX_ATTEMPTS, **failed
-    )
+    IngestBatch.objects.filter(pk=spent.pk).update(attempts=settings.INGEST_MAX_ATTEMPTS, **failed)
     (alert,) = detect_failed_batches()
     assert alert.key == f"batch_failed:{spent.public_id}"
     assert alert.link == f"/ingest/batches/{spent.public_id}/" and alert.text == "boom"
