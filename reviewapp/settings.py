@@ -290,9 +290,7 @@ CELERY_TASK_PUBLISH_RETRY_POLICY = {
 # works on, and a worker that dies loses it with its connection (reviewapp/infra/locks.py).
 RECONCILE_SECONDS = env_int("RECONCILE_SECONDS", 10)
 # What beat sends when: the task names are reviewapp/celery.py's.
-# How often beat looks for what admins are alerted of (docs/alerts.md).
-ALERT_DETECT_SECONDS = env_int("ALERT_DETECT_SECONDS", 60)
-CELERY_BEAT_SCHEDULE = beat_schedule(RECONCILE_SECONDS, ALERT_DETECT_SECONDS)
+CELERY_BEAT_SCHEDULE = beat_schedule(RECONCILE_SECONDS, env_int("ALERT_DETECT_SECONDS", 60))
 # A running batch whose worker holds none of its locks is sent again at once (after a few
 # seconds' silence); one whose heartbeat (every chunk, every judging step) is this old, is
 # too, whatever the locks say. A queued one no worker took after INGEST_REQUEUE_SECONDS.
@@ -479,39 +477,23 @@ CACHES = {
     )
 }
 
-# Alerts (docs/alerts.md). Links in alerts are absolute: this is the app's address as
-# people reach it (no trailing slash needed).
+# Alerts (docs/alerts.md has what each means). Links are made absolute with the app's address.
 CROSSCHECK_BASE_URL = os.environ.get("CROSSCHECK_BASE_URL", "http://127.0.0.1:8000")
-# A delivery that failed is tried again after this many seconds times its tries so far
-# (60, 120, 180...), up to ALERT_MAX_ATTEMPTS tries; a queued one no worker took is sent
-# again after ALERT_REQUEUE_SECONDS.
-ALERT_RETRY_SECONDS = env_int("ALERT_RETRY_SECONDS", 60)
+ALERT_RETRY_SECONDS = env_int("ALERT_RETRY_SECONDS", 60)  # times the tries so far
 ALERT_MAX_ATTEMPTS = env_int("ALERT_MAX_ATTEMPTS", 5)
-ALERT_REQUEUE_SECONDS = env_int("ALERT_REQUEUE_SECONDS", 300)
-ALERT_WEBHOOK_TIMEOUT_SECONDS = env_int("ALERT_WEBHOOK_TIMEOUT_SECONDS", 10)
-# A family is new when its first ticket is at most this old, and alerted once while it has
-# open tickets; a batch failed for good is alerted when it failed at most this long ago
-# (so that turning alerts on does not announce the past).
-ALERT_NEW_FAMILY_HOURS = env_int("ALERT_NEW_FAMILY_HOURS", 24)
-ALERT_FAILED_BATCH_HOURS = env_int("ALERT_FAILED_BATCH_HOURS", 24)
-# The gate: an action in enforce mode that blocked at least ALERT_GATE_BLOCK_PERCENT of
-# at least ALERT_GATE_MIN_CHECKS checks within ALERT_GATE_WINDOW_SECONDS (once per window).
+ALERT_LOOKBACK_HOURS = env_int("ALERT_LOOKBACK_HOURS", 24)  # new families, failed batches
 ALERT_GATE_WINDOW_SECONDS = env_int("ALERT_GATE_WINDOW_SECONDS", 3600)
 ALERT_GATE_MIN_CHECKS = env_int("ALERT_GATE_MIN_CHECKS", 20)
 ALERT_GATE_BLOCK_PERCENT = env_int("ALERT_GATE_BLOCK_PERCENT", 20)
-# Email alerts go through Django's default mailer: SMTP to EMAIL_HOST:EMAIL_PORT unless
-# EMAIL_BACKEND names another backend (the environment's names; Django 6.1's MAILERS here).
-MAILERS = {
-    "default": {
-        "BACKEND": os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend"),
-        "OPTIONS": {
-            "host": os.environ.get("EMAIL_HOST", "localhost"),
-            "port": env_int("EMAIL_PORT", 25),
-            "username": os.environ.get("EMAIL_HOST_USER", ""),
-            "password": os.environ.get("EMAIL_HOST_PASSWORD", ""),
-            "use_tls": env_bool("EMAIL_USE_TLS", False),
-            "timeout": env_int("EMAIL_TIMEOUT", 10),
-        },
-    }
+# Email alerts: Django's default mailer, from the environment's EMAIL_* (Django 6.1's MAILERS).
+_MAIL = {
+    "host": os.environ.get("EMAIL_HOST", "localhost"),
+    "port": env_int("EMAIL_PORT", 25),
+    "username": os.environ.get("EMAIL_HOST_USER", ""),
+    "password": os.environ.get("EMAIL_HOST_PASSWORD", ""),
+    "use_tls": env_bool("EMAIL_USE_TLS", False),
+    "timeout": env_int("EMAIL_TIMEOUT", 10),
 }
+_SMTP = "django.core.mail.backends.smtp.EmailBackend"
+MAILERS = {"default": {"BACKEND": os.environ.get("EMAIL_BACKEND", _SMTP), "OPTIONS": _MAIL}}
 DEFAULT_FROM_EMAIL = os.environ.get("ALERT_EMAIL_FROM", "crosscheck@localhost")

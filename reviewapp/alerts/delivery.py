@@ -48,10 +48,12 @@ DELIVERIES = Durable(
     task=Tasks.ALERT_DELIVER,
     lock=Space.ALERT_DELIVERY,
     lost_after=30,
-    requeue_after="ALERT_REQUEUE_SECONDS",
+    # A queued delivery whose message was lost is sent again after five minutes.
+    requeue_after=300,
     retry_after="ALERT_RETRY_SECONDS",
     max_attempts="ALERT_MAX_ATTEMPTS",
 )
+WEBHOOK_TIMEOUT_SECONDS = 10
 SIGNATURE_HEADER = "X-Crosscheck-Signature"
 TIMESTAMP_HEADER = "X-Crosscheck-Timestamp"
 ALERT_HEADER = "X-Crosscheck-Alert"
@@ -118,7 +120,7 @@ def webhook_send(destination: AlertDestination, alert: Alert) -> int:
         },
     )
     try:
-        with _opener.open(request, timeout=settings.ALERT_WEBHOOK_TIMEOUT_SECONDS) as response:
+        with _opener.open(request, timeout=WEBHOOK_TIMEOUT_SECONDS) as response:
             return int(response.status)
     except urllib.error.HTTPError as exc:
         raise DeliveryFailed(f"the webhook answered {exc.code}", exc.code) from None

@@ -3,13 +3,13 @@ names its occurrence by a key, so a detection run again raises nothing new:
 
 - spike: the month's unexplained count spikes by the tallies' rule (reports.tally.is_spike),
   over the whole month (key: the month) and per source pair (the month and the pair);
-- new family: a fingerprint whose first ticket is at most ALERT_NEW_FAMILY_HOURS old and
+- new family: a fingerprint whose first ticket is at most ALERT_LOOKBACK_HOURS old and
   that has open tickets (key: the fingerprint);
 - gate blocks: an action in enforce mode that blocked ALERT_GATE_BLOCK_PERCENT or more of
   at least ALERT_GATE_MIN_CHECKS checks in the last ALERT_GATE_WINDOW_SECONDS (key: the
   action and the window, counted in whole windows since the epoch);
 - batch failed: a batch failed for good (no tries left, or from the command line, which
-  is never tried again) at most ALERT_FAILED_BATCH_HOURS ago (key: the batch)."""
+  is never tried again) at most ALERT_LOOKBACK_HOURS ago (key: the batch)."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def detect_spikes() -> list[Alert]:
 
 
 def detect_new_families() -> list[Alert]:
-    since = timezone.now() - timedelta(hours=settings.ALERT_NEW_FAMILY_HOURS)
+    since = timezone.now() - timedelta(hours=settings.ALERT_LOOKBACK_HOURS)
     families = (
         Ticket.objects.values("fingerprint")
         .annotate(
@@ -134,7 +134,7 @@ def detect_gate_blocks() -> list[Alert]:
 
 
 def detect_failed_batches() -> list[Alert]:
-    since = timezone.now() - timedelta(hours=settings.ALERT_FAILED_BATCH_HOURS)
+    since = timezone.now() - timedelta(hours=settings.ALERT_LOOKBACK_HOURS)
     failed = IngestBatch.objects.filter(
         Q(attempts__gte=settings.INGEST_MAX_ATTEMPTS) | Q(channel=IngestBatch.Channel.CLI),
         state=IngestBatch.State.FAILED,

@@ -71,9 +71,9 @@ def test_a_new_family_with_open_tickets_is_alerted_once(tmp_path, everywhere, se
 
 def test_a_family_without_open_tickets_or_not_new_is_not_alerted(tmp_path, reviewer, settings):
     month_runs(tmp_path, {month_key(current_month()): 2})
-    settings.ALERT_NEW_FAMILY_HOURS = 0  # its first ticket is older than that
+    settings.ALERT_LOOKBACK_HOURS = 0  # its first ticket is older than that
     assert detect_new_families() == []
-    settings.ALERT_NEW_FAMILY_HOURS = 24
+    settings.ALERT_LOOKBACK_HOURS = 24
     tickets = Ticket.objects.all()
     outcome = tickets_close(
         {ticket.pk: ticket.revision for ticket in tickets},
