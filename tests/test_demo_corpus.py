@@ -51,7 +51,10 @@ def test_it_covers_every_finding_but_report_only_identity():
 
 @pytest.mark.django_db
 def test_seed_demo_is_safe_to_run_twice(capsys, monkeypatch):
+    from django.contrib.auth import get_user_model
     from django.core.management import call_command
+    from django.test import Client
+    from django.urls import reverse
 
     from reviewapp.models import (
         Alert,
@@ -78,6 +81,11 @@ def test_seed_demo_is_safe_to_run_twice(capsys, monkeypatch):
     assert deliveries.count() > 2
     assert {delivery.state for delivery in deliveries} == {"skipped"}
     assert Alert.objects.filter(kind="new_family").exists()
+    client = Client()
+    client.force_login(get_user_model().objects.get(username="admin"))
+    page = client.get(reverse("alerts")).content.decode()
+    assert "Ops channel (demo)" in page and "On-call email (demo)" in page
+    assert "<strong>skipped</strong>" in page and "not sent" in page
     assert "reviewer" in capsys.readouterr().out
 
 

@@ -20,9 +20,15 @@ from cryptography.fernet import Fernet
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
+from django.db import transaction
 
+from reviewapp.accounts.audit import audit_record
 from reviewapp.alerts.kinds import KINDS
 from reviewapp.models import AlertDestination
+
+# The verb of the audit event a destination added or changed records (its host, never its
+# secret, its URL's path, which may hold a token, nor its email addresses).
+DESTINATION_CHANGED = "alerts.destination"
 
 _REFUSED_NETWORKS = (
     ipaddress.ip_network("169.254.0.0/16"),
@@ -143,12 +149,35 @@ def destination_add(
         destination.emails = "\n".join(email_list(emails))
     else:
         raise DestinationError("a destination is a webhook or email")
-    destination.save()
+    with transaction.atomic():
+        destination.save()
+        _audit(destination, user, "added")
     return destination
 
 
+def _audit(destination: AlertDestination, user: Any, change: str, **data: Any) -> None:
+    audit_record(
+        actor=user,
+        verb=DESTINATION_CHANGED,
+        target=f"alert destination {destination.name}"[:200],
+        change=change,
+        destination=destination.pk,
+        channel=destination.channel,
+        host=urlsplit(destination.url).hostname or "",
+        addresses=len(destination.emails.split()),
+        kinds=destination.kinds,
+        active=destination.active,
+        **data,
+    )
+
+
 def destination_change(
-    destination: AlertDestination, *, kinds: Iterable[str], active: bool, secret: str = ""
+    destination: AlertDestination,
+    *,
+    kinds: Iterable[str],
+    active: bool,
+    secret: str = "",
+    user: Any = None,
 ) -> AlertDestination:
     """Its subscriptions and whether it is on; a new secret when one is given (the old one
     is never shown: it can only be replaced)."""
@@ -162,5 +191,7 @@ def destination_change(
             raise DestinationError("a webhook's shared secret has at least 16 characters")
         destination.secret_encrypted = _fernet().encrypt(secret.encode("utf-8")).decode("ascii")
         fields.append("secret_encrypted")
-    destination.save(update_fields=fields)
+    with transaction.atomic():
+        destination.save(update_fields=fields)
+        _audit(destination, user, "changed", new_secret=bool(secret))
     return destination

@@ -18,6 +18,8 @@ def raise_alert(*, kind: str, key: str, title: str, link: str, text: str = "") -
     it, a path of the app (or an absolute URL)."""
     if kind not in KINDS:
         raise ValueError(f"no alert kind named {kind!r}")
+    if not link.startswith(("/", "https://", "http://")):
+        raise ValueError("an alert links to a path of the app, or an http(s) URL")
     with transaction.atomic():
         alert, created = Alert.objects.get_or_create(
             key=f"{kind}:{key}"[:300],

@@ -73,7 +73,7 @@ def destination_change_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         refusal = form_errors(form)
     else:
         try:
-            destination_change(destination, **form.cleaned_data)
+            destination_change(destination, **form.cleaned_data, user=request.user)
         except DestinationError as exc:
             refusal = str(exc)
     if not request.htmx:

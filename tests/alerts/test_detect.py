@@ -140,3 +140,5 @@ def test_a_suggestion_ready_is_raised_by_its_caller_once(everywhere):
     assert not webhookless.deliveries.exists()
     with pytest.raises(ValueError, match="no alert kind"):
         raise_alert(kind="suggestion", key="1", title="t", link="/")
+    with pytest.raises(ValueError, match="links to a path"):
+        raise_alert(kind="suggestion_ready", key="2", title="t", link="javascript:alert(1)")

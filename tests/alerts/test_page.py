@@ -15,7 +15,7 @@ from reviewapp.alerts.destinations import (
     secret_of,
     webhook_url_check,
 )
-from reviewapp.models import AlertDelivery, AlertDestination
+from reviewapp.models import AlertDelivery, AlertDestination, AuditEvent
 
 pytestmark = pytest.mark.django_db
 SECRET = "sixteen-or-more-characters-secret"
@@ -68,6 +68,11 @@ def test_admins_add_a_webhook_whose_secret_is_never_shown_back(client, admin_use
     assert "ops channel" in page and "secret set (never shown)" in page
     assert SECRET not in page and destination.secret_encrypted not in page
     assert SECRET not in destination.secret_encrypted
+    # Audited: who added what, without the secret or the URL's path.
+    event = AuditEvent.objects.get(verb="alerts.destination")
+    assert event.actor == admin_user and event.data["host"] == "127.0.0.1"
+    assert event.data["kinds"] == ["spike", "batch_failed"]
+    assert SECRET not in str(event.data) and "/hook" not in str(event.data)
 
 
 def test_a_refused_url_is_not_saved_and_says_why(client, admin_user):
@@ -101,6 +106,8 @@ def test_subscriptions_change_in_place_and_need_the_csrf_token(admin_user):
     assert row.lstrip().startswith(f'<tr id="destination-{destination.pk}">') and "Saved." in row
     destination.refresh_from_db()
     assert destination.kinds == ["new_family", "gate_blocks"] and destination.active
+    changed = AuditEvent.objects.filter(verb="alerts.destination").latest("id")
+    assert (changed.actor, changed.data["change"]) == (admin_user, "changed")
 
 
 def test_the_page_lists_every_delivery_and_its_failure(client, admin_user):
