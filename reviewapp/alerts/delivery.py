@@ -27,6 +27,7 @@ import urllib.request
 from typing import Any
 from urllib.parse import urljoin
 
+from cryptography.fernet import InvalidToken
 from django.conf import settings
 from django.core.mail import EmailMessage
 from django.db.models import Q
@@ -105,6 +106,12 @@ def webhook_send(destination: AlertDestination, alert: Alert) -> int:
         url = webhook_url_check(destination.url, resolve=True)
     except DestinationError as exc:
         raise DeliveryFailed(str(exc)) from None
+    try:
+        secret = secret_of(destination)
+    except InvalidToken:
+        raise DeliveryFailed(
+            "its secret cannot be read (PROTECTED_VALUES_KEY changed?): set it again"
+        ) from None
     body = json.dumps(alert_payload(alert), ensure_ascii=False).encode("utf-8")
     timestamp = str(int(time.time()))
     request = urllib.request.Request(
@@ -116,7 +123,7 @@ def webhook_send(destination: AlertDestination, alert: Alert) -> int:
             "User-Agent": "Crosscheck-Alerts/1",
             ALERT_HEADER: alert.key,
             TIMESTAMP_HEADER: timestamp,
-            SIGNATURE_HEADER: signature(secret_of(destination), timestamp, body),
+            SIGNATURE_HEADER: signature(secret, timestamp, body),
         },
     )
     try:

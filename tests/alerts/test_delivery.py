@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from cryptography.fernet import Fernet
 from django.utils import timezone
 
 from reviewapp import durable
@@ -17,7 +18,7 @@ from reviewapp.alerts.destinations import destination_add
 from reviewapp.celery import Tasks
 from reviewapp.durable import Send
 from reviewapp.ingest.batches import create_batch
-from reviewapp.models import AlertDelivery, IngestBatch
+from reviewapp.models import AlertDelivery, AlertDestination, IngestBatch
 from reviewapp.watch.detect import detect_alerts
 from tests.alerts.receivers import SECRET, smtp_server, webhook_receiver
 
@@ -176,3 +177,18 @@ def test_a_destination_turned_off_skips_its_deliveries(settings):
         raise_alert(kind="spike", key="2026-11", title="Spike", link="/tallies/")
     assert hook.received == []
     assert AlertDelivery.objects.count() == 1
+
+
+def test_a_secret_that_cannot_be_read_fails_the_try_and_says_so():
+    with webhook_receiver() as hook:
+        destination = destination_add(
+            name="ops", channel="webhook", url=hook.url, secret=SECRET, kinds=["spike"]
+        )
+        # As after PROTECTED_VALUES_KEY changed: the ciphertext is another key's.
+        AlertDestination.objects.filter(pk=destination.pk).update(
+            secret_encrypted=Fernet(Fernet.generate_key()).encrypt(b"x").decode()
+        )
+        raise_alert(kind="spike", key="2026-09", title="Spike", link="/tallies/")
+        assert deliver(the_delivery().pk) == AlertDelivery.State.FAILED
+    assert hook.received == []
+    assert "its secret cannot be read" in the_delivery().error
