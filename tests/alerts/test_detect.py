@@ -95,6 +95,8 @@ def answers(action: str, mode: str, **decisions: int) -> None:
 
 def test_a_gate_enforcing_blocks_above_the_rate_is_alerted_once_per_window(everywhere, settings):
     settings.ALERT_GATE_MIN_CHECKS, settings.ALERT_GATE_BLOCK_PERCENT = 20, 20
+    # A window so long that both detections surely fall in the same one.
+    settings.ALERT_GATE_WINDOW_SECONDS = 10**9
     answers("issue_refund", "enforce", block=5, allow=15)  # 25%
     answers("lookup_order", "enforce", block=3, allow=17)  # 15%
     answers("cancel_order", "enforce", block=5, allow=10)  # too few checks to judge
@@ -102,6 +104,7 @@ def test_a_gate_enforcing_blocks_above_the_rate_is_alerted_once_per_window(every
     (alert,) = detect_gate_blocks()
     assert alert.key.startswith("gate_blocks:issue_refund:")
     assert alert.title == "The gate blocked 5 of 20 checks of issue_refund"
+    assert alert.key == f"gate_blocks:issue_refund:{int(timezone.now().timestamp()) // 10**9}"
     assert alert.link == "/gate/?action=issue_refund&decision=block"
     answers("issue_refund", "enforce", block=5)
     assert detect_gate_blocks() == []  # the same window: the same occurrence
