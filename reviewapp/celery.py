@@ -23,11 +23,13 @@ class Tasks:
     REPLAY_JOB = "reviewapp.tasks.replay_job_task"
     TALLIES_REFRESH = "reviewapp.tasks.tallies_refresh_task"
     ERASE = "reviewapp.tasks.erase_task"
+    ALERT_DELIVER = "reviewapp.tasks.alert_deliver_task"
     # Beat's.
     RECONCILE = "reviewapp.tasks.reconcile_task"
     FOLD_KEPT_COUNTS = "reviewapp.tasks.fold_kept_counts_task"
     CLOSE_TALLY_MONTHS = "reviewapp.tasks.close_tally_months_task"
     EXPIRE_RAW_PAYLOADS = "reviewapp.tasks.expire_raw_payloads_task"
+    DETECT_ALERTS = "reviewapp.tasks.detect_alerts_task"
 
 
 app = Celery("reviewapp")
@@ -35,10 +37,13 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 
-def beat_schedule(reconcile_seconds: float) -> dict[str, dict[str, object]]:
+def beat_schedule(
+    reconcile_seconds: float, alert_seconds: float = 60.0
+) -> dict[str, dict[str, object]]:
     """What beat sends (settings.CELERY_BEAT_SCHEDULE): the one reconciler of durable work
     (reviewapp.durable), which shows too that a worker takes tasks, every
-    `reconcile_seconds`; periodic chores of the queue, the tallies and retention."""
+    `reconcile_seconds`; periodic chores of the queue, the tallies and retention; and the
+    look for alerts every `alert_seconds`."""
     return {
         "reconcile": {"task": Tasks.RECONCILE, "schedule": float(reconcile_seconds)},
         "fold-kept-counts": {"task": Tasks.FOLD_KEPT_COUNTS, "schedule": 60.0},
@@ -47,4 +52,6 @@ def beat_schedule(reconcile_seconds: float) -> dict[str, dict[str, object]]:
         # Raw payloads past their retention window become tombstones (reviewapp/privacy):
         # hourly, so a window is kept to within an hour; nothing to do costs one query.
         "expire-raw-payloads": {"task": Tasks.EXPIRE_RAW_PAYLOADS, "schedule": 3600.0},
+        # Looks for what admins are alerted of (reviewapp/watch), in a worker, never a request.
+        "detect-alerts": {"task": Tasks.DETECT_ALERTS, "schedule": float(alert_seconds)},
     }

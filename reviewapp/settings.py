@@ -18,37 +18,10 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
 from reviewapp.celery import beat_schedule
+from reviewapp.environment import env_bool, env_int, env_list
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("CROSSCHECK_VAR_DIR", BASE_DIR / "var"))
-
-
-def env_bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    if raw.lower() in ("1", "true", "yes", "on"):
-        return True
-    if raw.lower() in ("0", "false", "no", "off"):
-        return False
-    raise ImproperlyConfigured(f"{name} must be a boolean, got {raw!r}")
-
-
-def env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"{name} must be an integer, got {raw!r}") from exc
-
-
-def env_list(name: str, default: list[str]) -> list[str]:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    return [item.strip() for item in raw.split(",") if item.strip()]
 
 
 def local_secret_key() -> str:
@@ -312,7 +285,7 @@ CELERY_TASK_PUBLISH_RETRY_POLICY = {
 # works on, and a worker that dies loses it with its connection (reviewapp/infra/locks.py).
 RECONCILE_SECONDS = env_int("RECONCILE_SECONDS", 10)
 # What beat sends when: the task names are reviewapp/celery.py's.
-CELERY_BEAT_SCHEDULE = beat_schedule(RECONCILE_SECONDS)
+CELERY_BEAT_SCHEDULE = beat_schedule(RECONCILE_SECONDS, env_int("ALERT_DETECT_SECONDS", 60))
 # A running batch whose worker holds none of its locks is sent again at once (after a few
 # seconds' silence); one whose heartbeat (every chunk, every judging step) is this old, is
 # too, whatever the locks say. A queued one no worker took after INGEST_REQUEUE_SECONDS.
@@ -498,3 +471,24 @@ CACHES = {
         }
     )
 }
+
+# Alerts (docs/alerts.md has what each means). Links are made absolute with the app's address.
+CROSSCHECK_BASE_URL = os.environ.get("CROSSCHECK_BASE_URL", "http://127.0.0.1:8000")
+ALERT_RETRY_SECONDS = env_int("ALERT_RETRY_SECONDS", 60)  # times the tries so far
+ALERT_MAX_ATTEMPTS = env_int("ALERT_MAX_ATTEMPTS", 5)
+ALERT_LOOKBACK_HOURS = env_int("ALERT_LOOKBACK_HOURS", 24)  # new families, failed batches
+ALERT_GATE_WINDOW_SECONDS = env_int("ALERT_GATE_WINDOW_SECONDS", 3600)
+ALERT_GATE_MIN_CHECKS = env_int("ALERT_GATE_MIN_CHECKS", 20)
+ALERT_GATE_BLOCK_PERCENT = env_int("ALERT_GATE_BLOCK_PERCENT", 20)
+# Email alerts: Django's default mailer, from the environment's EMAIL_* (Django 6.1's MAILERS).
+_MAIL = {
+    "host": os.environ.get("EMAIL_HOST", "localhost"),
+    "port": env_int("EMAIL_PORT", 25),
+    "username": os.environ.get("EMAIL_HOST_USER", ""),
+    "password": os.environ.get("EMAIL_HOST_PASSWORD", ""),
+    "use_tls": env_bool("EMAIL_USE_TLS", False),
+    "timeout": env_int("EMAIL_TIMEOUT", 10),
+}
+_SMTP = "django.core.mail.backends.smtp.EmailBackend"
+MAILERS = {"default": {"BACKEND": os.environ.get("EMAIL_BACKEND", _SMTP), "OPTIONS": _MAIL}}
+DEFAULT_FROM_EMAIL = os.environ.get("ALERT_EMAIL_FROM", "crosscheck@localhost")

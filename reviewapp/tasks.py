@@ -88,6 +88,7 @@ def reconcile_task() -> dict[str, int]:
 
     from django.conf import settings
 
+    from reviewapp.alerts.delivery import DELIVERIES as ALERT_DELIVERIES
     from reviewapp.durable import reconcile, worker_seen
     from reviewapp.ingest.batches import BATCHES, failed_bodies_delete
     from reviewapp.ingest.parts import PARTS
@@ -102,7 +103,9 @@ def reconcile_task() -> dict[str, int]:
         kept_for=timedelta(seconds=settings.INGEST_FAILED_KEEP_SECONDS),
         max_attempts=settings.INGEST_MAX_ATTEMPTS,
     )
-    return reconcile([BATCHES, PARTS, ITEMS, BACKFILLS, DELIVERIES, LABELLINGS, ERASURES])
+    return reconcile(
+        [BATCHES, PARTS, ITEMS, BACKFILLS, DELIVERIES, LABELLINGS, ERASURES, ALERT_DELIVERIES]
+    )
 
 
 @app.task(name=Tasks.FOLD_KEPT_COUNTS)
@@ -131,3 +134,20 @@ def expire_raw_payloads_task() -> dict[str, int]:
 
     done = expire_raw_payloads()
     return {"lines": done.lines, "records": done.records, "runs": done.runs}
+
+
+@app.task(name=Tasks.ALERT_DELIVER)
+def alert_deliver_task(delivery_id: int) -> str:
+    """Send one alert to one destination (reviewapp.alerts.delivery), at most once."""
+    from reviewapp.alerts.delivery import deliver
+
+    return deliver(delivery_id)
+
+
+@app.task(name=Tasks.DETECT_ALERTS)
+def detect_alerts_task() -> list[str]:
+    """Periodic (beat, every ALERT_DETECT_SECONDS): look for what admins are alerted of
+    (reviewapp.watch); each alert is raised once and its deliveries sent to workers."""
+    from reviewapp.watch.detect import detect_alerts
+
+    return [alert.key for alert in detect_alerts()]

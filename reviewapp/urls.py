@@ -2,6 +2,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from reviewapp.views import (
+    alerts,
     dashboard,
     gate,
     gate_api,
@@ -45,6 +46,14 @@ urlpatterns = [
     path("people/<int:user_id>/role/", people.person_role, name="people-role"),
     path("people/<int:user_id>/active/", people.person_active, name="people-active"),
     path("people/<int:user_id>/link/", people.person_link, name="people-link"),
+    # Alerts: where they go, and every delivery (admins only)
+    path("alerts/", alerts.alerts_page, name="alerts"),
+    path("alerts/destinations/", alerts.destination_add_view, name="alert-destination-add"),
+    path(
+        "alerts/destinations/<int:pk>/",
+        alerts.destination_change_view,
+        name="alert-destination-change",
+    ),
     # Policy: proposals, approval, versions
     path("policy/", policy.policy_home, name="policy-home"),
     path("policy/v/<int:number>/", policy.version_detail, name="policy-version"),

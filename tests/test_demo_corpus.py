@@ -51,9 +51,20 @@ def test_it_covers_every_finding_but_report_only_identity():
 
 @pytest.mark.django_db
 def test_seed_demo_is_safe_to_run_twice(capsys, monkeypatch):
+    from django.contrib.auth import get_user_model
     from django.core.management import call_command
+    from django.test import Client
+    from django.urls import reverse
 
-    from reviewapp.models import ErasureRequest, PolicyVersion, RedactionRuleSet, Ticket
+    from reviewapp.models import (
+        Alert,
+        AlertDelivery,
+        AlertDestination,
+        ErasureRequest,
+        PolicyVersion,
+        RedactionRuleSet,
+        Ticket,
+    )
 
     monkeypatch.setenv("DEMO_PASSWORD", "a-demo-password")
     call_command("seed_demo", runs=60)
@@ -64,6 +75,17 @@ def test_seed_demo_is_safe_to_run_twice(capsys, monkeypatch):
     # The privacy screens have something to show: rules in force, an erasure waiting.
     assert RedactionRuleSet.objects.get().number == 1
     assert ErasureRequest.objects.get().state == ErasureRequest.State.REQUESTED
+    # The alerts page shows two destinations and deliveries, recorded, never sent.
+    assert AlertDestination.objects.count() == 2
+    deliveries = AlertDelivery.objects.all()
+    assert deliveries.count() > 2
+    assert {delivery.state for delivery in deliveries} == {"skipped"}
+    assert Alert.objects.filter(kind="new_family").exists()
+    client = Client()
+    client.force_login(get_user_model().objects.get(username="admin"))
+    page = client.get(reverse("alerts")).content.decode()
+    assert "Ops channel (demo)" in page and "On-call email (demo)" in page
+    assert "<strong>skipped</strong>" in page and "not sent" in page
     assert "reviewer" in capsys.readouterr().out
 
 

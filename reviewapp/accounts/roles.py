@@ -32,6 +32,8 @@ ERASE_VALUES = "reviewapp.erase_values"
 MANAGE_REDACTION = "reviewapp.manage_redaction"
 # Admins only: add people, set their roles, deactivate them (accounts/people.py).
 MANAGE_PEOPLE = "reviewapp.manage_people"
+# Admins only: where alerts are sent (webhooks and their secrets, email addresses).
+MANAGE_ALERTS = "reviewapp.manage_alerts"
 # Reading raw trace lines and envelopes: a grant beside the role, any role may get it, and
 # no role gives it (reviewapp/privacy/access.py; account_raw_access_set).
 SEE_RAW_DATA = "reviewapp.see_raw_data"
@@ -50,6 +52,7 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         ERASE_VALUES,
         MANAGE_REDACTION,
         MANAGE_PEOPLE,
+        MANAGE_ALERTS,
     ),
 }
 

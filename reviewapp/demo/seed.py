@@ -1,6 +1,6 @@
 """The demo as `manage.py seed_demo` builds it, in order: a user per role, the demo policy
 as version 1 (proposed, approved by someone else, published, as every policy is), a seeded
-corpus of months of runs ingested, then shadow mode, tallies and replay in it. Safe to run
+corpus of months of runs ingested, then shadow mode, tallies, replay and alerts in it. Safe to run
 again: each part leaves what it made before as it is."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any
 from django.conf import settings
 
 from reviewapp.accounts.roles import ADMIN, APPROVER, REVIEWER, VIEWER, account_role_set
+from reviewapp.demo.alerts import seed_alerts_demo
 from reviewapp.demo.corpus import DEMO_POLICY, demo_lines
 from reviewapp.demo.privacy import seed_privacy_demo
 from reviewapp.demo.replay import seed_demo_replay
@@ -71,3 +72,5 @@ def seed_demo(users: dict[str, Any], *, runs: int) -> Iterator[str]:
     seed_shadow_demo(users)
     yield demo_tallies(reviewer=users[REVIEWER], approver=users[APPROVER])
     yield seed_demo_replay(reviewer=users[REVIEWER])
+    # Last: the alerts the demo data raises.
+    yield seed_alerts_demo(users)

@@ -29,6 +29,7 @@ class Space(IntEnum):
     LABELLING = 0x1B47C7
     BACKFILL = 0x5AD0
     ERASURE = 0xE2A5E
+    ALERT_DELIVERY = 0xA1E27
 
 
 def try_lock(space: Space, key: int) -> bool:

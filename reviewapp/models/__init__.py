@@ -5,6 +5,7 @@ Lines, records, judgements, verdicts and findings are written once and never cha
 run judged again gets a new judgement beside the old one. Tickets are the work items that
 move; every move of a ticket is an AuditEvent."""
 
+from reviewapp.models.alerts import Alert, AlertDelivery, AlertDestination
 from reviewapp.models.ingest import (
     ApiToken,
     IngestBatch,
@@ -59,6 +60,9 @@ from reviewapp.models.shadow import (
 )
 
 __all__ = [
+    "Alert",
+    "AlertDelivery",
+    "AlertDestination",
     "draft_name",
     "policy_name",
     "proposal_name",

@@ -16,6 +16,7 @@ from reviewapp.accounts.roles import (
     CLOSE_MONTH,
     ERASE_VALUES,
     INGEST,
+    MANAGE_ALERTS,
     MANAGE_PEOPLE,
     MANAGE_REDACTION,
     PROPOSE_RULE,
@@ -24,6 +25,7 @@ from reviewapp.accounts.roles import (
     SEE_RAW_DATA,
     WORK_TICKET,
 )
+from reviewapp.alerts.destinations import destination_add
 from reviewapp.ingest.batches import create_batch
 from reviewapp.ingest.tokens import create_token
 from reviewapp.models import IngestBatch, ReplayResult
@@ -52,6 +54,9 @@ RULES: dict[str, tuple[object, object]] = {
     "people-role": (METHOD, MANAGE_PEOPLE),
     "people-active": (METHOD, MANAGE_PEOPLE),
     "people-link": (METHOD, MANAGE_PEOPLE),
+    "alerts": (MANAGE_ALERTS, METHOD),
+    "alert-destination-add": (METHOD, MANAGE_ALERTS),
+    "alert-destination-change": (METHOD, MANAGE_ALERTS),
     "policy-home": (READ, METHOD),
     "policy-version": (READ, METHOD),
     "policy-export": (READ, METHOD),
@@ -180,6 +185,9 @@ def world(tmp_path, desk, reviewer, approver):
     )
     proposal_decide(proposal=proposal, user=approver, approve=True, reason="")
     version = policy_version_publish(user=approver, reason="walk")
+    destination = destination_add(
+        name="walk", channel="email", emails="walk@example.com", kinds=["spike"]
+    )
     designation = shadow_start(candidate_of_draft(user=reviewer), user=approver)
     ticket = next(iter(desk.values()))
     fixture_set = freeze_ticket(ticket, user=reviewer)
@@ -194,6 +202,7 @@ def world(tmp_path, desk, reviewer, approver):
         "number": 1,
         "pk": proposal.pk,
         "designation": designation.pk,
+        "destination": destination.pk,
         "month": "2026-11",
         "job": job.pk,
         "fixture_set": fixture_set.pk,
@@ -215,6 +224,8 @@ def url_of(name: str, world: dict, user) -> str:
         return reverse(name, args=["MQ", "not-a-token"])
     if name == "api-batch":
         return reverse(name, args=[uuid.uuid4()])
+    if name == "alert-destination-change":
+        return reverse(name, args=[world["destination"]])
     if name.startswith("shadow-") and keys == ["pk"]:
         return reverse(name, args=[world["designation"]])
     if name.startswith("replay-") and "pk" in keys and name != "replay-impact-proposal":
