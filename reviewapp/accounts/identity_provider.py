@@ -28,6 +28,7 @@ from reviewapp.accounts.roles import (
     REVIEWER,
     ROLE_PERMISSIONS,
     VIEWER,
+    LastAdminError,
     account_role_set,
 )
 
@@ -40,6 +41,10 @@ ROLE_STRENGTH = (VIEWER, REVIEWER, APPROVER, ADMIN)
 NO_ROLE = "Your account at the identity provider is in no group that has a role here."
 DEACTIVATED = "This account is deactivated. Ask an administrator."
 NO_ANSWER = "The identity provider did not answer as expected. Try again, or use a password."
+LAST_ADMIN = (
+    "Your identity provider no longer makes you an admin, but you are the last active admin "
+    "here: make someone else an admin first (People), then sign in again."
+)
 
 # What sign-in with the provider cannot do without, once OIDC_RP_CLIENT_ID is set.
 ENDPOINTS = (
@@ -169,10 +174,17 @@ class IdentityProviderBackend(OIDCAuthenticationBackend):
         superuser = bool(user is not None and user.is_superuser)
         groups = groups_claim(claims)
         role = role_of_groups(groups, self.group_roles, settings.OIDC_DEFAULT_ROLE)
-        if not role:
-            if user is not None:
-                account_role_set(name, None, superuser=superuser)
-            log.warning("identity provider sign-in refused: no mapped group (%d)", len(groups))
-            self._refuse(NO_ROLE)
+        try:
+            if not role:
+                if user is not None:
+                    account_role_set(name, None, superuser=superuser)
+                log.warning("identity provider sign-in refused: no mapped group (%d)", len(groups))
+                self._refuse(NO_ROLE)
+                return None
+            return account_role_set(name, role, superuser=superuser)
+        except LastAdminError:
+            # The provider took the last admin's role away: the team would be left with no
+            # one to manage it. The account stays as it is, and is not signed in.
+            log.warning("identity provider sign-in refused: account %s is the last admin", name)
+            self._refuse(LAST_ADMIN)
             return None
-        return account_role_set(name, role, superuser=superuser)

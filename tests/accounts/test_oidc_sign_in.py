@@ -22,13 +22,14 @@ from django.db import connection
 
 from reviewapp.accounts.identity_provider import (
     DEACTIVATED,
+    LAST_ADMIN,
     NO_ROLE,
     ROLE_STRENGTH,
     configuration_checked,
     group_roles,
     role_of_groups,
 )
-from reviewapp.accounts.roles import ROLE_PERMISSIONS, ensure_roles
+from reviewapp.accounts.roles import ADMIN, ROLE_PERMISSIONS, account_role_set, ensure_roles
 from reviewapp.infra.roles import as_owner
 from reviewapp.models import AuditEvent
 from tests.browser import chromium
@@ -165,9 +166,20 @@ def test_sign_in_at_the_provider_and_groups_become_roles(settings, live_server, 
             assert roles_of("pat") == ["admin"]
             assert page.locator("nav.mainnav >> text=Redaction").count() == 1
 
+            # The last admin losing the role at the provider: refused, and left an admin,
+            # so that the team keeps someone who can manage it.
+            provider.person("pat", "pat-at-the-provider", "crosscheck-reviewers")
+            sign_in_again()
+            assert page.url == f"{base}/login/"
+            assert page.locator(".messages").inner_text() == LAST_ADMIN
+            assert roles_of("pat") == ["admin"]
+            assert role_events("pat") == [("reviewer", "web"), ("admin", "web")]
+            account_role_set("kim", ADMIN, password="kim-password-1")
+
             # In no mapped group: refused, and the role is taken away.
             provider.person("pat", "pat-at-the-provider", "lunch-club")
-            sign_in_again()
+            page.click("text=Sign in with Test IdP")
+            page.wait_for_url(lambda url: url.startswith(base) and "/oidc/" not in url)
             assert page.url == f"{base}/login/"
             assert page.locator(".messages").inner_text() == NO_ROLE
             assert page.locator(".whoami").count() == 0
