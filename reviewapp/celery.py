@@ -23,6 +23,8 @@ class Tasks:
     REPLAY_JOB = "reviewapp.tasks.replay_job_task"
     TALLIES_REFRESH = "reviewapp.tasks.tallies_refresh_task"
     ERASE = "reviewapp.tasks.erase_task"
+    # Sent after a close that marks the right observation; beat's too (a lost message).
+    SUGGESTIONS_REFRESH = "reviewapp.tasks.suggestions_refresh_task"
     # Beat's.
     RECONCILE = "reviewapp.tasks.reconcile_task"
     FOLD_KEPT_COUNTS = "reviewapp.tasks.fold_kept_counts_task"
@@ -47,4 +49,6 @@ def beat_schedule(reconcile_seconds: float) -> dict[str, dict[str, object]]:
         # Raw payloads past their retention window become tombstones (reviewapp/privacy):
         # hourly, so a window is kept to within an hour; nothing to do costs one query.
         "expire-raw-payloads": {"task": Tasks.EXPIRE_RAW_PAYLOADS, "schedule": 3600.0},
+        # Suggested rules are computed after each marked close; this catches a lost message.
+        "refresh-suggestions": {"task": Tasks.SUGGESTIONS_REFRESH, "schedule": 900.0},
     }

@@ -344,6 +344,22 @@ REPLAY_SNAPSHOT_SECONDS = env_int("REPLAY_SNAPSHOT_SECONDS", 600)
 REPLAY_FIXTURE_MAX_RUNS = env_int("REPLAY_FIXTURE_MAX_RUNS", 200_000)
 
 
+def env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be a number, got {raw!r}") from exc
+
+
+# Suggested rules (reviewapp/suggestions): a source marked right in at least this many
+# decisions of a family, and in at least this share of them, is suggested as its owner.
+SUGGEST_MIN_DECISIONS = env_int("SUGGEST_MIN_DECISIONS", 5)
+SUGGEST_MIN_SHARE = env_float("SUGGEST_MIN_SHARE", 0.9)
+
+
 def env_days_by_source(name: str) -> dict[str, int]:
     """A JSON object of source -> days (retention windows per source)."""
     raw = os.environ.get(name)

@@ -57,6 +57,7 @@ from reviewapp.models.shadow import (
     ShadowBatch,
     ShadowDesignation,
 )
+from reviewapp.models.suggestions import RuleSuggestion, SuggestionDismissal, TicketMark
 
 __all__ = [
     "draft_name",
@@ -86,6 +87,8 @@ __all__ = [
     "ReplayJob",
     "ReplayResult",
     "RuleProposal",
+    "RuleSuggestion",
+    "SuggestionDismissal",
     "SettlementLabelling",
     "Run",
     "ServicePulse",
@@ -99,6 +102,7 @@ __all__ = [
     "TicketCombinationDelta",
     "TicketComment",
     "TicketFacetDelta",
+    "TicketMark",
     "TraceLine",
     "TraceRecord",
     "stored_documents",
