@@ -81,6 +81,10 @@ class RuleSuggestion(models.Model):
     candidate = models.ForeignKey(
         "PolicyCandidate", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
+    # A pending (or approved, unpublished) proposal that covers it, made from it or not.
+    proposal = models.ForeignKey(
+        "RuleProposal", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     computed_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -86,6 +86,7 @@ def suggestion_propose(suggestion: RuleSuggestion, *, user, rationale: str) -> R
         rationale=rationale or default_rationale(suggestion),
         tickets=[mark.ticket for mark in evidence.agreeing],
     )
+    RuleSuggestion.objects.filter(pk=suggestion.pk).update(proposal=proposal)
     audit_record(
         actor=user,
         verb="suggestion.proposed",

@@ -157,6 +157,7 @@ def suggestions_refresh() -> int:
     with transaction.atomic():
         transaction_lock("crosscheck_suggestions")
         draft = draft_document()
+        waiting = _waiting_proposals()
         families = _families({s.fingerprint for s in found})
         kept: list[str] = []
         for item in found:
@@ -167,7 +168,8 @@ def suggestions_refresh() -> int:
             change = change_of(item.kind, field, action, item.source, item.domain)
             if covered(draft, item.kind, change):
                 continue
-            _store(item, change, field, action, label)
+            proposal = next((p for p in waiting if _covers(p, item.kind, change)), None)
+            _store(item, change, field, action, label, proposal)
             kept.append(item.key)
         RuleSuggestion.objects.exclude(key__in=kept).delete()
     return ready_suggestions().count()
@@ -184,7 +186,23 @@ def _families(fingerprints: set[str]) -> dict[str, tuple[str, str, str]]:
     return {fp: (field, action, label) for fp, field, action, label in rows}
 
 
-def _store(item: Suggested, change: dict[str, Any], field: str, action: str, label: str) -> None:
+def _waiting_proposals() -> list[RuleProposal]:
+    """Proposals not decided yet: one that covers a suggestion makes it proposed already."""
+    return list(RuleProposal.objects.filter(state=RuleProposal.State.PENDING).order_by("id"))
+
+
+def _covers(proposal: RuleProposal, kind: str, change: dict[str, Any]) -> bool:
+    return covered({"rules": [{"kind": proposal.kind, **proposal.change}]}, kind, change)
+
+
+def _store(
+    item: Suggested,
+    change: dict[str, Any],
+    field: str,
+    action: str,
+    label: str,
+    proposal: RuleProposal | None,
+) -> None:
     previous = RuleSuggestion.objects.filter(key=item.key).first()
     values = {
         "kind": item.kind,
@@ -199,6 +217,7 @@ def _store(item: Suggested, change: dict[str, Any], field: str, action: str, lab
         "agreeing": item.agreeing,
         "decisions": item.decisions,
         "evidence_stamp": item.stamp,
+        "proposal": proposal,
     }
     candidate = _candidate(item.kind, change)
     values["candidate"] = candidate
@@ -230,11 +249,11 @@ def _dismissed(suggestion: RuleSuggestion) -> bool:
 
 
 def _proposed() -> Exists:
-    """A proposal of the same change that is pending or approved and waiting to publish."""
+    """Its proposal is pending, or approved and waiting to be published (a rejected one
+    leaves it waiting for a person again)."""
     return Exists(
         RuleProposal.objects.filter(
-            kind=OuterRef("kind"),
-            change=OuterRef("change"),
+            pk=OuterRef("proposal_id"),
             state__in=[RuleProposal.State.PENDING, RuleProposal.State.APPROVED],
             published_in__isnull=True,
         )
