@@ -29,6 +29,8 @@ def mark_choices(ticket: Ticket) -> list[MarkChoice]:
     verdict's evidence (one query), with the source and value the ticket keeps of each."""
     if ticket.kind != Ticket.Kind.CONFLICT or ticket.state != Ticket.State.OPEN:
         return []
+    if ticket.verdict_id is None:
+        return []
     evidence = Verdict.objects.filter(pk=ticket.verdict_id).values_list("evidence", flat=True)
     ids = list(evidence.first() or [])
     kept = list(ticket.disputed or [])

@@ -36,7 +36,8 @@ def suggestion_evidence(suggestion: RuleSuggestion) -> Evidence:
     )
     if suggestion.kind != AUTHORITATIVE:
         marks = marks.filter(domain=suggestion.domain)
-    agreeing, counter = [], []
+    agreeing: list[TicketMark] = []
+    counter: list[TicketMark] = []
     for mark in marks[:EVIDENCE_SHOWN]:
         if suggestion.kind == AUTHORITATIVE:
             agrees = mark.source == suggestion.source

@@ -149,11 +149,11 @@ def suggestions_refresh() -> int:
     """Compute every suggestion again: rows for those the marks suggest and no rule of the
     draft (the active version and the approved proposals) covers, the others removed; the
     impact of each new or changed one started. How many are ready (see ready_suggestions)."""
-    thresholds = {
-        "min_decisions": settings.SUGGEST_MIN_DECISIONS,
-        "min_share": settings.SUGGEST_MIN_SHARE,
-    }
-    found = suggested(tallies(), **thresholds)
+    found = suggested(
+        tallies(),
+        min_decisions=settings.SUGGEST_MIN_DECISIONS,
+        min_share=settings.SUGGEST_MIN_SHARE,
+    )
     with transaction.atomic():
         transaction_lock("crosscheck_suggestions")
         draft = draft_document()
@@ -276,4 +276,4 @@ def annotated() -> QuerySet[RuleSuggestion]:
 def ready_suggestions() -> QuerySet[RuleSuggestion]:
     """The suggestions waiting for a person: neither dismissed on their evidence nor
     proposed already (what an alert counts)."""
-    return annotated().filter(dismissed=False, proposed=False)
+    return RuleSuggestion.objects.filter(~_dismissal(), ~_proposed())
