@@ -6,8 +6,9 @@ rows, in the same run.
 Creates a throwaway database (a test database beside the one DATABASE_URL names, dropped
 at the end) and seeds it in SQL: N closed conflict tickets in 200 families (a fingerprint
 each), each with the mark of its close: its right source one of the family's two (mostly
-the first), none of them for one in twenty, a shared revision domain for half the families
-and whether the right one was the higher revision; one mark in twenty belongs to an earlier
+the first), none of them for one in twenty (but in a quarter of the families, whose right
+side is always the higher revision of the domain they share), a shared revision domain for
+half the families and whether the right one was the higher revision; one mark in twenty belongs to an earlier
 close (the ticket was reopened and closed again since), which must not count.
 
 Every round, in turn: the suggestions computed as the worker computes them (the one
@@ -93,14 +94,15 @@ def seed(n: int) -> float:
         "INSERT INTO reviewapp_ticketmark (ticket_id, ticket_revision, observation_id, source, "
         "domain, right_is_higher, cause, marked_by_id, created_at) "
         "SELECT t.id, CASE WHEN s < 5 THEN 2 ELSE 3 END, "
-        "CASE WHEN h < 5 THEN '' ELSE 'obs-' || t.id END, "
-        "CASE WHEN h < 5 THEN '' WHEN h < 97 THEN split_part(t.sources, ',', 1) "
+        "CASE WHEN n THEN '' ELSE 'obs-' || t.id END, "
+        "CASE WHEN n THEN '' WHEN h < 97 THEN split_part(t.sources, ',', 1) "
         "ELSE split_part(t.sources, ',', 2) END, "
         "CASE WHEN f %% 2 = 0 THEN 'payments' ELSE '' END, "
-        "CASE WHEN f %% 2 = 1 OR h < 5 THEN NULL ELSE (h < 97 OR f %% 4 = 0) END, "
+        "CASE WHEN f %% 2 = 1 OR n THEN NULL ELSE (h < 97 OR f %% 4 = 0) END, "
         "'replica-lag', (%s::int[])[1 + t.id %% 4], now() "
         "FROM reviewapp_ticket t CROSS JOIN LATERAL (SELECT abs(hashint8(t.id)) %% 100 AS h, "
-        "abs(hashint8(t.id * 7 + 1)) %% 100 AS s, ('x' || t.fingerprint)::bit(64)::bigint AS f) x",
+        "abs(hashint8(t.id * 7 + 1)) %% 100 AS s, ('x' || t.fingerprint)::bit(64)::bigint AS f) x "
+        "CROSS JOIN LATERAL (SELECT h < 5 AND f %% 4 <> 0 AS n) y",
         [users],
     )
     for table in ("run", "ticket", "ticketmark"):
