@@ -116,7 +116,7 @@ def test_the_reconciler_sends_each_task_once_and_shows_a_worker_is_alive(batch, 
     assert durable.worker_silent_since() is None
 
 
-def test_every_task_name_is_written_once_and_beat_sends_four():
+def test_every_task_name_is_written_once_and_beat_sends_five():
     import reviewapp.tasks  # noqa: F401 (registers the tasks)
 
     names = {value for key, value in vars(Tasks).items() if not key.startswith("_")}
@@ -128,6 +128,7 @@ def test_every_task_name_is_written_once_and_beat_sends_four():
         Tasks.FOLD_KEPT_COUNTS,
         Tasks.CLOSE_TALLY_MONTHS,
         Tasks.EXPIRE_RAW_PAYLOADS,
+        Tasks.SUGGESTIONS_REFRESH,
     }
     assert schedule["reconcile"]["schedule"] == float(settings.RECONCILE_SECONDS)
     code = ROOT / "reviewapp"

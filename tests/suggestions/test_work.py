@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from django.db import DatabaseError, transaction
+from django.urls import reverse
 
 from reviewapp.models import AuditEvent, RuleSuggestion, Ticket, TicketMark
 from reviewapp.policy.versions import policy_version_publish, proposal_create, proposal_decide
@@ -242,3 +243,33 @@ def test_the_thresholds_over_tallies_alone():
         "authoritative-source:f1:a",
         "higher-source-revision:f4:d",
     ]
+
+
+def test_the_mark_is_on_the_ticket_page_and_in_the_handoff_package(client, tmp_path, reviewer):
+    (ticket,) = owned_family(tmp_path, 1)
+    right = observation_of(ticket, "order-ledger")
+    close_marked(ticket, reviewer, right, cause="normalization")
+    client.force_login(reviewer)
+    page = client.get(reverse("ticket-detail", args=[ticket.pk])).content.decode()
+    assert "Marked right:" in page and f"<code>{right}</code>" in page
+    package = client.get(reverse("ticket-handoff", args=[ticket.pk])).json()
+    assert package["work"]["rightObservation"] == {
+        "observationId": right,
+        "source": "order-ledger",
+        "noneRight": False,
+        "revisionDomain": None,
+        "rightWasHigherRevision": None,
+        "cause": "normalization",
+        "markedBy": "rita",
+        "markedAt": TicketMark.objects.get().created_at.isoformat(),
+    }
+
+
+def test_an_open_conflict_offers_its_observations_to_mark(client, tmp_path, reviewer):
+    (ticket,) = owned_family(tmp_path, 1)
+    client.force_login(reviewer)
+    page = client.get(reverse("ticket-detail", args=[ticket.pk])).content.decode()
+    assert 'id="mark-right-choices"' in page
+    for source in ("order-ledger", "search-index"):
+        assert f'value="{observation_of(ticket, source)}"' in page
+    assert 'name="right" value="none"' in page
