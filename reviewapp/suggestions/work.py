@@ -16,6 +16,7 @@ never publishes anything: a person turns it into a proposal, which four eyes dec
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +31,11 @@ from reviewapp.models import RuleProposal, RuleSuggestion, SuggestionDismissal, 
 from reviewapp.policy.candidates import candidate_of_file
 from reviewapp.policy.documents import apply_change, describe_change
 from reviewapp.policy.versions import active_document, draft_document
+from reviewapp.replay.fixtures import FixtureError
 from reviewapp.replay.impact import impact
+from reviewapp.replay.jobs import ReplayError
+
+log = logging.getLogger(__name__)
 
 AUTHORITATIVE = RuleSuggestion.Kind.AUTHORITATIVE_SOURCE
 HIGHER = RuleSuggestion.Kind.HIGHER_SOURCE_REVISION
@@ -229,7 +234,14 @@ def _store(
     )
     if candidate is not None and not unchanged and not _dismissed(suggestion):
         # The impact the proposal page shows, for the same document: replayed by workers.
-        transaction.on_commit(lambda: impact(candidate, start=True))
+        transaction.on_commit(lambda: _impact_start(candidate))
+
+
+def _impact_start(candidate) -> None:
+    try:
+        impact(candidate, start=True)
+    except (ReplayError, FixtureError):  # the page says it was not measured
+        log.warning("the impact of suggested candidate %s was not started", candidate.pk)
 
 
 def _candidate(kind: str, change: dict[str, Any]):

@@ -273,3 +273,15 @@ def test_an_open_conflict_offers_its_observations_to_mark(client, tmp_path, revi
     for source in ("order-ledger", "search-index"):
         assert f'value="{observation_of(ticket, source)}"' in page
     assert 'name="right" value="none"' in page
+
+
+def test_a_marked_close_sends_the_worker_and_an_unmarked_one_does_not(
+    tmp_path, reviewer, django_capture_on_commit_callbacks
+):
+    marked, unmarked = owned_family(tmp_path, 2)
+    with django_capture_on_commit_callbacks() as sent:
+        close_marked(marked, reviewer, NONE_RIGHT)
+    assert len(sent) == 1
+    with django_capture_on_commit_callbacks() as sent:
+        close_marked(unmarked, reviewer, "")
+    assert sent == []
