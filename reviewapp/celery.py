@@ -24,6 +24,8 @@ class Tasks:
     TALLIES_REFRESH = "reviewapp.tasks.tallies_refresh_task"
     ERASE = "reviewapp.tasks.erase_task"
     ALERT_DELIVER = "reviewapp.tasks.alert_deliver_task"
+    # Sent after a close that marks the right observation; beat's too (a lost message).
+    SUGGESTIONS_REFRESH = "reviewapp.tasks.suggestions_refresh_task"
     # Beat's.
     RECONCILE = "reviewapp.tasks.reconcile_task"
     FOLD_KEPT_COUNTS = "reviewapp.tasks.fold_kept_counts_task"
@@ -54,4 +56,6 @@ def beat_schedule(
         "expire-raw-payloads": {"task": Tasks.EXPIRE_RAW_PAYLOADS, "schedule": 3600.0},
         # Looks for what admins are alerted of (reviewapp/watch), in a worker, never a request.
         "detect-alerts": {"task": Tasks.DETECT_ALERTS, "schedule": float(alert_seconds)},
+        # Suggested rules are computed after each marked close; this catches a lost message.
+        "refresh-suggestions": {"task": Tasks.SUGGESTIONS_REFRESH, "schedule": 900.0},
     }

@@ -4,7 +4,6 @@ generated secret key kept in var/)."""
 
 import base64
 import hashlib
-import json
 import os
 import secrets
 import time
@@ -18,7 +17,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
 from reviewapp.celery import beat_schedule
-from reviewapp.environment import env_bool, env_int, env_list
+from reviewapp.environment import env_bool, env_days_by_source, env_float, env_int, env_list
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("CROSSCHECK_VAR_DIR", BASE_DIR / "var"))
@@ -339,21 +338,10 @@ REPLAY_SNAPSHOT_SECONDS = env_int("REPLAY_SNAPSHOT_SECONDS", 600)
 REPLAY_FIXTURE_MAX_RUNS = env_int("REPLAY_FIXTURE_MAX_RUNS", 200_000)
 
 
-def env_days_by_source(name: str) -> dict[str, int]:
-    """A JSON object of source -> days (retention windows per source)."""
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return {}
-    try:
-        parsed = json.loads(raw)
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"{name} must be a JSON object, got {raw!r}") from exc
-    if not isinstance(parsed, dict) or not all(
-        isinstance(days, int) and not isinstance(days, bool) and days >= 0
-        for days in parsed.values()
-    ):
-        raise ImproperlyConfigured(f"{name} must map each source to a number of days")
-    return {str(source): days for source, days in parsed.items()}
+# Suggested rules (reviewapp/suggestions): a source marked right in at least this many
+# decisions of a family, and in at least this share of them, is suggested as its owner.
+SUGGEST_MIN_DECISIONS = env_int("SUGGEST_MIN_DECISIONS", 5)
+SUGGEST_MIN_SHARE = env_float("SUGGEST_MIN_SHARE", 0.9)
 
 
 # Retention of raw trace payloads (privacy/retention.py, docs/security.md): days after a

@@ -77,6 +77,15 @@ def tallies_refresh_task() -> int:
     return tallies_refresh()
 
 
+@app.task(name=Tasks.SUGGESTIONS_REFRESH)
+def suggestions_refresh_task() -> int:
+    """Compute the suggested rules again from the marks (sent after a marked close, and by
+    beat); how many are ready for a person to look at."""
+    from reviewapp.suggestions.work import suggestions_refresh
+
+    return suggestions_refresh()
+
+
 @app.task(name=Tasks.RECONCILE)
 def reconcile_task() -> dict[str, int]:
     """Periodic (beat, every RECONCILE_SECONDS): the one reconciler of durable work

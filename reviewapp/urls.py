@@ -21,6 +21,7 @@ from reviewapp.views import (
     review_bulk,
     shadow,
     sign_in,
+    suggestions,
 )
 
 urlpatterns = [
@@ -66,6 +67,28 @@ urlpatterns = [
     ),
     path("policy/diff/", policy.version_diff, name="policy-diff"),
     path("policy/draft/", policy.draft_view, name="policy-draft"),
+    # Rules suggested from the observations reviewers marked right (reviewapp/suggestions)
+    path("policy/suggestions/", suggestions.suggestion_list, name="suggestions"),
+    path(
+        "policy/suggestions/<int:suggestion>/",
+        suggestions.suggestion_detail,
+        name="suggestion-detail",
+    ),
+    path(
+        "policy/suggestions/<int:suggestion>/impact/",
+        suggestions.suggestion_impact,
+        name="suggestion-impact",
+    ),
+    path(
+        "policy/suggestions/<int:suggestion>/propose/",
+        suggestions.suggestion_propose,
+        name="suggestion-propose",
+    ),
+    path(
+        "policy/suggestions/<int:suggestion>/dismiss/",
+        suggestions.suggestion_dismiss,
+        name="suggestion-dismiss",
+    ),
     path("policy/publish/", policy.publish_view, name="policy-publish"),
     path("policy/import/", policy.import_view, name="policy-import"),
     path("policy/propose/", policy.propose_view, name="policy-propose"),

@@ -39,8 +39,10 @@ from reviewapp.models import (
     RuleProposal,
     Run,
     ShadowBatch,
+    SuggestionDismissal,
     Ticket,
     TicketComment,
+    TicketMark,
     TraceLine,
     TraceRecord,
     Verdict,
@@ -59,7 +61,8 @@ from reviewapp.policy.versions import (
 )
 from reviewapp.replay.fixtures import freeze_ticket, suite_mark
 from reviewapp.replay.jobs import job_start, job_work
-from reviewapp.review.changes import ticket_comment
+from reviewapp.review.changes import ticket_close, ticket_comment
+from reviewapp.review.marks import NONE_RIGHT
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,7 +88,9 @@ APPEND_ONLY = {
     RedactionRuleSet,
     ShadowBatch,
     ReplayResult,
+    SuggestionDismissal,
     TicketComment,
+    TicketMark,
     TraceLine,
     TraceRecord,
     Verdict,
@@ -143,6 +148,18 @@ def every_table_has_a_row(tmp_path, reviewer, approver):
     suite_mark(fixture_set, in_suite=True, user=reviewer)
     job = job_start(fixture_set, candidate_of_version(version), user=reviewer, send=False)
     job_work(job.pk, budget=30)
+    ticket.refresh_from_db()
+    ticket_close(
+        ticket,
+        revision=ticket.revision,
+        actor=reviewer,
+        resolution="explained",
+        cause="replica-lag",
+        right=NONE_RIGHT,
+    )
+    SuggestionDismissal.objects.create(
+        key="k", evidence_stamp="1:1", reason="r", dismissed_by=approver
+    )
     for model in APPEND_ONLY:
         assert model.objects.exists(), model.__name__
 

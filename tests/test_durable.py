@@ -129,6 +129,7 @@ def test_every_task_name_is_written_once_and_beat_sends_five():
         Tasks.CLOSE_TALLY_MONTHS,
         Tasks.EXPIRE_RAW_PAYLOADS,
         Tasks.DETECT_ALERTS,
+        Tasks.SUGGESTIONS_REFRESH,
     }
     assert schedule["reconcile"]["schedule"] == float(settings.RECONCILE_SECONDS)
     code = ROOT / "reviewapp"

@@ -16,6 +16,7 @@ from reviewapp.demo.corpus import DEMO_POLICY, demo_lines
 from reviewapp.demo.privacy import seed_privacy_demo
 from reviewapp.demo.replay import seed_demo_replay
 from reviewapp.demo.shadow import seed_shadow_demo
+from reviewapp.demo.suggestions import seed_demo_suggestions
 from reviewapp.demo.tallies import demo_tallies
 from reviewapp.ingest.pipeline import ingest_file
 from reviewapp.models import IngestBatch, PolicyVersion
@@ -72,5 +73,6 @@ def seed_demo(users: dict[str, Any], *, runs: int) -> Iterator[str]:
     seed_shadow_demo(users)
     yield demo_tallies(reviewer=users[REVIEWER], approver=users[APPROVER])
     yield seed_demo_replay(reviewer=users[REVIEWER])
+    yield seed_demo_suggestions(reviewer=users[REVIEWER], other_reviewer=users[APPROVER])
     # Last: the alerts the demo data raises.
     yield seed_alerts_demo(users)

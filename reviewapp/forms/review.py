@@ -56,7 +56,8 @@ class Closing(forms.Form):
 
 
 class CloseForm(TicketChange, Closing):
-    pass
+    # The observation marked right (its id, or "none"); empty: not marked.
+    right = forms.CharField(required=False, max_length=500)
 
 
 class CommentForm(forms.Form):

@@ -58,6 +58,8 @@ DELETABLE = {
     "reviewapp_tallystate",
     # A protected raw value goes when the person it belongs to is erased.
     "reviewapp_protectedvalue",
+    # Suggested rules are derived from the marks and replaced each time they are computed.
+    "reviewapp_rulesuggestion",
 }
 
 # Tables the app's role gets less on than their kind would: Django's own (accounts and

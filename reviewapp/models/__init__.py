@@ -58,6 +58,7 @@ from reviewapp.models.shadow import (
     ShadowBatch,
     ShadowDesignation,
 )
+from reviewapp.models.suggestions import RuleSuggestion, SuggestionDismissal, TicketMark
 
 __all__ = [
     "Alert",
@@ -90,6 +91,8 @@ __all__ = [
     "ReplayJob",
     "ReplayResult",
     "RuleProposal",
+    "RuleSuggestion",
+    "SuggestionDismissal",
     "SettlementLabelling",
     "Run",
     "ServicePulse",
@@ -103,6 +106,7 @@ __all__ = [
     "TicketCombinationDelta",
     "TicketComment",
     "TicketFacetDelta",
+    "TicketMark",
     "TraceLine",
     "TraceRecord",
     "stored_documents",

@@ -115,6 +115,8 @@ def proposal_create(
             base_number=number,
         )
         proposal.tickets.set(list(tickets))
+        # A suggested rule it covers is proposed already (reviewapp/suggestions).
+        durable.send(Tasks.SUGGESTIONS_REFRESH)
         _audit(
             user,
             "proposal.created",
@@ -197,6 +199,8 @@ def policy_version_publish(*, user, reason: str) -> PolicyVersion:
         )
         # Labelled by a worker (policy.settlements.LABELLINGS) once this commits.
         durable.send(Tasks.LABEL_SETTLEMENTS, version.pk)
+        # The suggested rules it covers now are no longer suggested (reviewapp/suggestions).
+        durable.send(Tasks.SUGGESTIONS_REFRESH)
     return version
 
 

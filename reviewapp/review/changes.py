@@ -18,10 +18,13 @@ from django.db import transaction
 from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
+from reviewapp import durable
 from reviewapp.accounts.audit import audit_record, audit_records
 from reviewapp.accounts.roles import WORK_TICKET
+from reviewapp.celery import Tasks
 from reviewapp.infra.storable_text import NUL
 from reviewapp.models import AuditEvent, Ticket, TicketComment
+from reviewapp.review import marks
 from reviewapp.review.errors import TicketActionError
 from reviewapp.review.stamp import DataStamp
 
@@ -110,6 +113,11 @@ def describe(event: AuditEvent) -> str:
             text += f" ({Ticket.Cause(after['cause']).label})"
         if event.data.get("bulk"):
             text += " in a bulk close"
+        if "right" in event.data:
+            right = event.data["right"] or {}
+            text += f"; {right.get('source') or 'none of them'} was right"
+            if right.get("observation"):
+                text += f" ({right['observation']})"
     if event.data.get("undoes"):
         text += ", undoing a bulk close"
     return text
@@ -318,15 +326,29 @@ def _close(
 
 
 def ticket_close(
-    ticket: Ticket, *, revision: int, actor, resolution: str, cause: str = "", cause_text: str = ""
+    ticket: Ticket,
+    *,
+    revision: int,
+    actor,
+    resolution: str,
+    cause: str = "",
+    cause_text: str = "",
+    right: str = "",
 ) -> Ticket:
-    outcome = tickets_close(
-        {ticket.pk: revision},
-        actor=actor,
-        resolution=resolution,
-        cause=cause,
-        cause_text=cause_text,
-    )
+    """Close one ticket; `right` marks which of a conflict's observations was right (its
+    id, or marks.NONE_RIGHT), recorded with the close as a TicketMark in its transaction.
+    Without `right` nothing is marked."""
+    closing = _closing(resolution, cause, cause_text)
+    with transaction.atomic():
+        mark = marks.mark_to_record(ticket, right, closing["cause"]) if right else None
+        note = {"right": marks.mark_note(mark)} if mark is not None else None
+        outcome = _close({ticket.pk: revision}, actor, closing, note)
+        if mark is not None and outcome.changed:
+            mark.ticket_revision = revision + 1
+            mark.marked_by = actor
+            mark.save()
+            # The suggested rules are computed again by a worker, once this commits.
+            durable.send(Tasks.SUGGESTIONS_REFRESH)
     return _single(ticket, outcome)
 
 

@@ -27,7 +27,15 @@ from reviewapp.engine import (
 )
 from reviewapp.infra.times import parse_timestamp
 from reviewapp.judging.policies import default_policy, policy_of_version_id
-from reviewapp.models import AuditEvent, Finding, Ticket, TicketComment, TraceRecord, Verdict
+from reviewapp.models import (
+    AuditEvent,
+    Finding,
+    Ticket,
+    TicketComment,
+    TicketMark,
+    TraceRecord,
+    Verdict,
+)
 
 log = logging.getLogger(__name__)
 # Past these, the page says how many more there are; the handoff package has them all.
@@ -422,6 +430,7 @@ def _work_record(ticket: Ticket) -> dict[str, Any]:
             "causeNote": people.cause_text or None,
             "closedBy": people.closed_by.get_username() if people.closed_by else None,
             "closedAt": people.closed_at.isoformat() if people.closed_at else None,
+            "rightObservation": _mark_record(people),
         },
         "comments": [
             {"author": c.author.get_username(), "at": c.created_at.isoformat(), "text": c.text}
@@ -437,4 +446,27 @@ def _work_record(ticket: Ticket) -> dict[str, Any]:
             }
             for e in events
         ],
+    }
+
+
+def _mark_record(ticket: Ticket) -> dict[str, Any] | None:
+    """Which observation the close marked right (review/marks.py), if it marked one."""
+    if ticket.state != Ticket.State.CLOSED:
+        return None
+    mark = (
+        TicketMark.objects.filter(ticket=ticket, ticket_revision=ticket.revision)
+        .select_related("marked_by")
+        .first()
+    )
+    if mark is None:
+        return None
+    return {
+        "observationId": mark.observation_id or None,
+        "source": mark.source or None,
+        "noneRight": mark.none_right,
+        "revisionDomain": mark.domain or None,
+        "rightWasHigherRevision": mark.right_is_higher,
+        "cause": mark.cause or None,
+        "markedBy": mark.marked_by.get_username(),
+        "markedAt": mark.created_at.isoformat(),
     }

@@ -26,7 +26,7 @@ from reviewapp.forms import review as review_forms
 from reviewapp.models import AuditEvent, Run, Ticket, TicketComment
 from reviewapp.privacy.access import RawAccessRefused
 from reviewapp.reports.calendar import month_key, month_label, month_of, tally_zone
-from reviewapp.review import changes, counts, errors, queue, raw, related, runs, stamp
+from reviewapp.review import changes, counts, errors, marks, queue, raw, related, runs, stamp
 from reviewapp.review import filters as defined
 from reviewapp.review.disputed import disputed_sides
 from reviewapp.review.evidence import ticket_evidence, with_judgement
@@ -239,6 +239,10 @@ def _work_context(request: HttpRequest, ticket: Ticket, seen: stamp.DataStamp) -
         "can_work": can_work,
         "workers": related.ticket_workers() if can_work else [],
         "causes": changes.REVIEWER_CAUSES,
+        # Which observation was right, marked with an explained close; the close's mark.
+        "mark_choices": SimpleLazyObject(lambda: marks.mark_choices(ticket) if can_work else []),
+        "mark_none": marks.NONE_RIGHT,
+        "mark": SimpleLazyObject(lambda: marks.current_mark(ticket)),
         "trail": SimpleLazyObject(lambda: [(e, changes.describe(e)) for e in events]),
         "comments": SimpleLazyObject(comments),
     }
@@ -442,6 +446,7 @@ def ticket_close(request: HtmxHttpRequest, ticket_id: int) -> HttpResponse:
             resolution=data["resolution"],
             cause=data["cause"],
             cause_text=data["cause_text"],
+            right=data["right"],
         ),
         "Ticket closed.",
     )

@@ -28,7 +28,7 @@ from reviewapp.accounts.roles import (
 from reviewapp.alerts.destinations import destination_add
 from reviewapp.ingest.batches import create_batch
 from reviewapp.ingest.tokens import create_token
-from reviewapp.models import IngestBatch, ReplayResult
+from reviewapp.models import IngestBatch, ReplayResult, RuleSuggestion
 from reviewapp.policy.candidates import candidate_of_draft, candidate_of_version
 from reviewapp.policy.versions import policy_version_publish, proposal_create, proposal_decide
 from reviewapp.replay.fixtures import freeze_ticket
@@ -71,6 +71,11 @@ RULES: dict[str, tuple[object, object]] = {
     "proposal-list": (READ, METHOD),
     "proposal-detail": (READ, METHOD),
     "proposal-decide": (METHOD, APPROVE_RULE),
+    "suggestions": (READ, METHOD),
+    "suggestion-detail": (READ, METHOD),
+    "suggestion-impact": (READ, METHOD),
+    "suggestion-propose": (METHOD, PROPOSE_RULE),
+    "suggestion-dismiss": (METHOD, PROPOSE_RULE),
     "ticket-queue": (READ, METHOD),
     "ticket-bulk": (METHOD, WORK_TICKET),
     "ticket-bulk-undo": (METHOD, WORK_TICKET),
@@ -208,6 +213,19 @@ def world(tmp_path, desk, reviewer, approver):
         "fixture_set": fixture_set.pk,
         "result_id": result.pk,
         "user_id": reviewer.pk,  # the people page's changes (an empty form changes nothing)
+        "suggestion": RuleSuggestion.objects.create(
+            key="authoritative-source:walk:refund-service",
+            kind="authoritative-source",
+            fingerprint=ticket.fingerprint,
+            family_label=ticket.fingerprint_label,
+            field="status",
+            source="refund-service",
+            change={"field": "status", "source": "refund-service"},
+            sentence="refund-service owns status",
+            agreeing=5,
+            decisions=5,
+            evidence_stamp="5:15",
+        ).pk,
     }
 
 
