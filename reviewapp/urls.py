@@ -6,6 +6,7 @@ from reviewapp.views import (
     dashboard,
     gate,
     gate_api,
+    glossary,
     ingest,
     ingest_api,
     openapi,
@@ -30,6 +31,7 @@ urlpatterns = [
     ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", dashboard.dashboard, name="dashboard"),
+    path("glossary/", glossary.glossary, name="glossary"),
     # Ingest
     path("ingest/", ingest.batch_list, name="batch-list"),
     path("ingest/batches/<uuid:public_id>/", ingest.batch_detail, name="batch-detail"),

@@ -154,7 +154,8 @@ def _facet_links(filters: queue.QueueFilters, facets: counts.Facets) -> list[dic
             target = value if not chosen else "any" if item.default else ""
             values.append(
                 {
-                    "value": value or "(none)",
+                    # A blank value in words: "no source", "no assignee"...
+                    "value": value or f"no {title.lower()}",
                     "count": str(count),  # as text: the template need not format it
                     "chosen": chosen,
                     "url": _url_with(base, params, {name: target}),
