@@ -68,9 +68,7 @@ def test_freeze_a_family_replay_it_against_the_draft_and_open_a_changed_group(
     page.locator(".open-group").first.click()
     page.wait_for_selector("#prospective")
     assert page.inner_text("#recorded h2") == "Recorded under the built-in default"
-    assert (
-        page.inner_text("#prospective h2") == "As if under the draft on the built-in default"
-    )
+    assert page.inner_text("#prospective h2") == "As if under the draft on the built-in default"
     assert "conflict" in page.inner_text("#recorded") and "resolved" in page.inner_text(
         "#prospective"
     )

@@ -81,9 +81,7 @@ def test_auto_advance_moves_on_after_a_close_never_after_a_claim_or_comment(
     assert Ticket.objects.get(pk=order[1]).state == "open"
 
 
-def test_the_propose_form_arrives_with_its_preview_and_the_tickets_sources(
-    page, live_server, desk
-):
+def test_the_propose_form_arrives_with_its_preview_and_the_tickets_sources(page, live_server, desk):
     stale = desk["run-stale"]
     response = page.goto(f"{live_server.url}/policy/propose/?ticket={stale.pk}")
     # Rendered with the page, before any typing or request of htmx's.
@@ -92,6 +90,7 @@ def test_the_propose_form_arrives_with_its_preview_and_the_tickets_sources(
     preview = page.locator("#proposal-preview")
     assert "refund-service owns status" in preview.inner_text()
 
+    assert serious_violations(page) == []
     choices = page.eval_on_selector_all(
         "input[name=source_choice]", "inputs => inputs.map(i => [i.value, i.checked])"
     )
@@ -116,9 +115,7 @@ def test_the_propose_form_arrives_with_its_preview_and_the_tickets_sources(
 JARGON = re.compile(r"pinned|prospective|\(none\)", re.IGNORECASE)
 
 
-def test_the_pages_speak_plainly_and_link_the_glossary(
-    page, live_server, desk, reviewer, approver
-):
+def test_the_pages_speak_plainly_and_link_the_glossary(page, live_server, desk, reviewer, approver):
     stale = desk["run-stale"]
     change = {"field": "status", "source": "refund-service"}
     proposal = proposal_create(
@@ -164,7 +161,9 @@ def test_a_phone_shows_the_verdict_and_work_first_and_stacks_the_observations(
     page.set_viewport_size({"width": 390, "height": 844})
     page.goto(f"{live_server.url}/tickets/{stale.pk}/?queue=")
     page.wait_for_selector("#ticket-work")
-    top = page.evaluate("s => document.querySelector(s).getBoundingClientRect().top", "#ticket-work")
+    top = page.evaluate(
+        "s => document.querySelector(s).getBoundingClientRect().top", "#ticket-work"
+    )
     assert top < 844
     verdict = page.evaluate(
         "s => document.querySelector(s).getBoundingClientRect().top", "#verdict-title"
