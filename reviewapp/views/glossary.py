@@ -21,8 +21,7 @@ GLOSSARY_FILE = settings.BASE_DIR / "docs" / "glossary.md"
 
 def _inline(text: str) -> SafeString:
     """One paragraph's text, escaped, with its `code` and *emphasis* marked up."""
-    html = escape(text)
-    html = re.sub(r"`([^`]+)`", r"<code>\1</code>", html)
+    html = re.sub(r"`([^`]+)`", r"<code>\1</code>", str(escape(text)))
     return mark_safe(re.sub(r"\*([^*]+)\*", r"<em>\1</em>", html))  # noqa: S308 (escaped above)
 
 
