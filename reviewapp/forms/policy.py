@@ -55,8 +55,12 @@ class ProposalForm(forms.Form):
     tickets = forms.CharField(required=False, widget=forms.HiddenInput)
     family = forms.CharField(required=False, widget=forms.HiddenInput)
 
-    def __init__(self, *args: Any, sources: Sequence[str] = (), **kwargs: Any) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.offer_sources(())
+
+    def offer_sources(self, sources: Sequence[str]) -> None:
+        """Offer these sources (the motivating tickets') as choices, beside another one."""
         choices = [(source, source) for source in sources]
         self.fields["source_choice"].widget.choices = choices + [(ANOTHER_SOURCE, "another source")]
 

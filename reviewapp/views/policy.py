@@ -188,7 +188,7 @@ def propose_view(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = ProposalForm(request.POST)
         tickets = list(Ticket.objects.filter(pk__in=form.ticket_ids()))
-        form = ProposalForm(request.POST, sources=_tickets_sources(tickets))
+        form.offer_sources(_tickets_sources(tickets))
         if form.is_valid():
             kind, change = form.change()
             try:
@@ -208,9 +208,12 @@ def propose_view(request: HttpRequest) -> HttpResponse:
                     f"Proposal #{proposal.pk} recorded: it now needs another person's approval.",
                 )
                 return redirect("proposal-detail", pk=proposal.pk)
+        # Refused: the page comes back with what the posted decision would do.
+        preview = _preview_context(request.POST.dict())
     else:
         initial, tickets = _initial_from_ticket(request)
-        form = ProposalForm(initial=initial, sources=_tickets_sources(tickets))
+        form = ProposalForm(initial=initial)
+        form.offer_sources(_tickets_sources(tickets))
         if initial:
             # Prefilled from a ticket: what it means is shown on arrival, as typing would.
             preview = _preview_context(initial)
