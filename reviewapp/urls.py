@@ -6,6 +6,7 @@ from reviewapp.views import (
     dashboard,
     gate,
     gate_api,
+    glossary,
     ingest,
     ingest_api,
     openapi,
@@ -34,6 +35,7 @@ urlpatterns = [
     # A one-time link to set a password (an invitation; people.py makes it)
     path("set-password/<uidb64>/<token>/", people.SetPasswordView.as_view(), name="set-password"),
     path("", dashboard.dashboard, name="dashboard"),
+    path("glossary/", glossary.glossary, name="glossary"),
     # Ingest
     path("ingest/", ingest.batch_list, name="batch-list"),
     path("ingest/batches/<uuid:public_id>/", ingest.batch_detail, name="batch-detail"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from django import forms
@@ -12,6 +13,8 @@ from reviewapp.forms.fields import whole_number
 from reviewapp.models import RuleProposal
 
 NORMALIZER_CHOICES = [("", "—")] + [(kind, kind) for kind in NORMALIZER_KINDS]
+# The source choice that means "the one typed in `source`".
+ANOTHER_SOURCE = ""
 
 
 def _words(text: str) -> list[str]:
@@ -23,6 +26,9 @@ class ProposalForm(forms.Form):
     field = forms.CharField(
         max_length=200, help_text='The decision field, or "*" for every field (rules only).'
     )
+    # The motivating tickets' sources, offered as choices (the form's `sources`); any other
+    # is typed in `source`. Either way the decision names one source, checked as before.
+    source_choice = forms.CharField(max_length=200, required=False, widget=forms.RadioSelect)
     source = forms.CharField(
         max_length=200,
         required=False,
@@ -49,8 +55,19 @@ class ProposalForm(forms.Form):
     tickets = forms.CharField(required=False, widget=forms.HiddenInput)
     family = forms.CharField(required=False, widget=forms.HiddenInput)
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.offer_sources(())
+
+    def offer_sources(self, sources: Sequence[str]) -> None:
+        """Offer these sources (the motivating tickets') as choices, beside another one."""
+        choices = [(source, source) for source in sources]
+        self.fields["source_choice"].widget.choices = choices + [(ANOTHER_SOURCE, "another source")]
+
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
+        if chosen := data.get("source_choice"):
+            data["source"] = chosen
         kind = data.get("kind")
         if kind == "authoritative-source" and not data.get("source"):
             self.add_error("source", "Name the source that owns the field.")

@@ -227,7 +227,7 @@ class ItemFilter:
 
     def described(self) -> str:
         parts = [
-            f"{f.name} {value if value != '' else '(none)'}"
+            f"{f.name} {value}" if value != "" else f"no {f.name}"
             for f in fields(self)
             if (value := getattr(self, f.name)) is not None and f.name != "run"
         ]

@@ -34,7 +34,13 @@ CATEGORIES = {
 
 
 def prospective_label(job: ReplayJob) -> str:
+    """The job's label in its JSON and the command's output (the API's word)."""
     return f"prospective under {job.candidate.label}"
+
+
+def as_if_label(job: ReplayJob) -> str:
+    """The job's label on its pages, in plain words (the glossary's "what-if")."""
+    return f"as if under {job.candidate.label}"
 
 
 def baseline_label(job: ReplayJob) -> str:

@@ -443,7 +443,7 @@ FILTERS: tuple[QueueFilter, ...] = (
         input=Input(
             type="select",
             label="Would be resolved under",
-            title="open tickets a published version would settle (prospective)",
+            title="open tickets a published version would settle (a label: their verdicts stay)",
             choices=lambda: [("", "any version"), *versions()],
         ),
     ),

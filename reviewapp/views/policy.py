@@ -169,18 +169,26 @@ def _initial_from_ticket(request: HttpRequest) -> tuple[dict, list[Ticket]]:
         "kind": "authoritative-source",
         "field": first.field,
         "actions": first.action,
-        "source": sources[0] if sources else "",
+        # The first of its sources chosen; the others are offered beside it.
+        "source_choice": sources[0] if sources else "",
         "tickets": ",".join(str(t.pk) for t in tickets),
         "family": family or "",
     }
     return initial, tickets
 
 
+def _tickets_sources(tickets: list[Ticket]) -> list[str]:
+    """The sources of the motivating tickets' observations: what the decision chooses from."""
+    return sorted({source for ticket in tickets for source in ticket.sources.split(",") if source})
+
+
 @permission_required(PROPOSE_RULE, raise_exception=True)
 def propose_view(request: HttpRequest) -> HttpResponse:
+    preview: dict = {}
     if request.method == "POST":
         form = ProposalForm(request.POST)
         tickets = list(Ticket.objects.filter(pk__in=form.ticket_ids()))
+        form.offer_sources(_tickets_sources(tickets))
         if form.is_valid():
             kind, change = form.change()
             try:
@@ -200,25 +208,32 @@ def propose_view(request: HttpRequest) -> HttpResponse:
                     f"Proposal #{proposal.pk} recorded: it now needs another person's approval.",
                 )
                 return redirect("proposal-detail", pk=proposal.pk)
+        # Refused: the page comes back with what the posted decision would do.
+        preview = _preview_context(request.POST.dict())
     else:
         initial, tickets = _initial_from_ticket(request)
         form = ProposalForm(initial=initial)
-    sources = sorted(
-        {source for ticket in tickets for source in ticket.sources.split(",") if source}
-    )
-    return render(
-        request, "policy/propose.html", {"form": form, "motivating": tickets, "sources": sources}
-    )
+        form.offer_sources(_tickets_sources(tickets))
+        if initial:
+            # Prefilled from a ticket: what it means is shown on arrival, as typing would.
+            preview = _preview_context(initial)
+    context = {"form": form, "motivating": tickets, "sources": _tickets_sources(tickets)}
+    return render(request, "policy/propose.html", {**preview, **context})
 
 
 @require_POST
 @permission_required(PROPOSE_RULE, raise_exception=True)
 def propose_preview(request: HttpRequest) -> HttpResponse:
     """What the change means, and which open tickets it would settle (nothing is saved)."""
-    form = ProposalForm(
-        {**request.POST.dict(), "rationale": request.POST.get("rationale") or "preview"}
-    )
-    context: dict = {"form": form}
+    context = _preview_context(request.POST.dict())
+    return render(request, "policy/propose.html#proposal-preview", context)
+
+
+def _preview_context(data: dict) -> dict:
+    """The preview of a proposal's form data: its sentence, overlaps and the tickets it
+    would settle, or why it cannot say (empty while the form is incomplete)."""
+    form = ProposalForm({**data, "rationale": data.get("rationale") or "preview"})
+    context: dict = {}
     if form.is_valid():
         kind, change = form.change()
         try:
@@ -235,7 +250,7 @@ def propose_preview(request: HttpRequest) -> HttpResponse:
             )
         except (PolicyError, ValueError) as exc:
             context["error"] = str(exc)
-    return render(request, "policy/propose.html#proposal-preview", context)
+    return context
 
 
 def _overlaps_in_draft(kind: str, change: dict) -> list[str]:

@@ -133,7 +133,7 @@ def _progress_context(request: HttpRequest, job: ReplayJob) -> dict:
         "progress": progress,
         "counts": progress.counts,
         "count_rows": results.count_rows(progress.counts),
-        "label": results.prospective_label(job),
+        "label": results.as_if_label(job),
         "categories": results.CATEGORIES,
         "can_run": request.user.has_perm(RUN_REPLAY),
         "worker_silent": None if job.is_finished else worker_silent_since(),
@@ -198,7 +198,7 @@ def job_changes(request: HttpRequest, pk: int) -> HttpResponse:
         "category": category,
         "category_label": results.CATEGORIES[category],
         "categories": results.CATEGORIES,
-        "label": results.prospective_label(job),
+        "label": results.as_if_label(job),
         "against": results.baseline_label(job),
         "query": f"category={category}",
     }
@@ -227,7 +227,7 @@ def job_group(request: HttpRequest, pk: int, result_id: int) -> HttpResponse:
         "job": job,
         "result": result,
         "flags": results.flags_of(result),
-        "label": results.prospective_label(job),
+        "label": results.as_if_label(job),
         "recorded_label": results.side_label(job, recorded),
         "observations": results.observations(result),
         "json": json.dumps(

@@ -154,7 +154,8 @@ def _facet_links(filters: queue.QueueFilters, facets: counts.Facets) -> list[dic
             target = value if not chosen else "any" if item.default else ""
             values.append(
                 {
-                    "value": value or "(none)",
+                    # A blank value in words: "no source", "no assignee"...
+                    "value": value or f"no {title.lower()}",
                     "count": str(count),  # as text: the template need not format it
                     "chosen": chosen,
                     "url": _url_with(base, params, {name: target}),
@@ -361,9 +362,7 @@ def _advance(request: HtmxHttpRequest, ticket_id: int) -> HttpResponse | None:
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 
-def _after_change(
-    request: HtmxHttpRequest, ticket_id: int, *, advance: bool = True
-) -> HttpResponse:
+def _after_change(request: HtmxHttpRequest, ticket_id: int, *, advance: bool) -> HttpResponse:
     """htmx: the work panel again, with the message; a plain POST: back to the ticket.
     With auto-advance: the next ticket of the queue instead."""
     advanced = _advance(request, ticket_id) if advance else None
@@ -387,8 +386,12 @@ def _work(
     form_class: type[forms.Form],
     change: Callable[[Ticket, dict[str, Any]], object],
     done: str,
+    *,
+    advance: bool = False,
 ) -> HttpResponse:
-    """Apply one change, posted through its form, and say how it went."""
+    """Apply one change, posted through its form, and say how it went. Only a change that
+    finishes the ticket (`advance`: a close) may move on to the next one: after a claim, an
+    assignment or a comment the reviewer still has this ticket to work."""
     ticket = get_object_or_404(Ticket, pk=ticket_id)
     form = form_class(request.POST)
     try:
@@ -401,7 +404,7 @@ def _work(
         messages.error(request, f"Not applied: {error}.")
     else:
         messages.success(request, done)
-        return _after_change(request, ticket_id)
+        return _after_change(request, ticket_id, advance=advance)
     # Refused: stay on this ticket, whatever auto-advance says, to read why.
     return _after_change(request, ticket_id, advance=False)
 
@@ -449,6 +452,7 @@ def ticket_close(request: HtmxHttpRequest, ticket_id: int) -> HttpResponse:
             right=data["right"],
         ),
         "Ticket closed.",
+        advance=True,
     )
 
 

@@ -50,6 +50,14 @@ DIMENSION_LABELS = {
     "agent": "Agent",
     "reason": "Reason",
 }
+# What a blank value of a dimension means, in words (a finding blocks with no sources).
+BLANK_LABELS = {
+    "action": "no action",
+    "field": "no field (a finding)",
+    "sources": "no sources (a finding)",
+    "agent": "no agent named",
+    "reason": "no reason given",
+}
 STATUS_LABELS = {"new": "would newly block", "unblocked": "would unblock", "unchanged": "unchanged"}
 ROWS_SHOWN = 12
 RUNS_PER_PAGE = 25
@@ -119,6 +127,7 @@ def shadow_page(request: HttpRequest) -> HttpResponse:
                     for value, n in blocked.by[name][:ROWS_SHOWN]
                 ],
                 len(blocked.by[name]),
+                BLANK_LABELS[name],
             )
             for name in DIMENSIONS
         ],
@@ -229,7 +238,7 @@ def shadow_start_view(request: HttpRequest) -> HttpResponse:
     if form.window:
         since, until = form.window
         backfill_start(designation, since=since, until=until, user=request.user)
-        messages.info(request, f"Backfilling {since} to {until}, prospectively, by a worker.")
+        messages.info(request, f"Backfilling {since} to {until} (a what-if), by a worker.")
     return redirect(reverse("shadow") + f"?designation={designation.pk}")
 
 
@@ -262,7 +271,7 @@ def shadow_backfill_view(request: HttpRequest, pk: int) -> HttpResponse:
         except ShadowError as exc:
             messages.error(request, f"Not backfilled: {exc}.")
         else:
-            messages.success(request, f"Backfilling {since} to {until}, prospectively.")
+            messages.success(request, f"Backfilling {since} to {until} (a what-if).")
     return redirect(reverse("shadow") + f"?designation={pk}")
 
 

@@ -2,7 +2,7 @@
 // Queue: j/k move, Enter opens, c claims, e/u open the ticket at its close forms.
 // Ticket page: c claims, e goes to the cause of "close as explained", u to "close as unexplained",
 // j/k open the next/previous ticket of the queue it came from, q goes back to that queue,
-// a turns auto-advance (open the next ticket after a change) on or off, remembered here.
+// a turns auto-advance (open the next ticket after a close) on or off, remembered here.
 (() => {
   const typing = (element) =>
     element && (element.isContentEditable || ["INPUT", "SELECT", "TEXTAREA"].includes(element.tagName));

@@ -7,7 +7,22 @@ function showKindInputs() {
     group.hidden = !group.dataset.kinds.split(" ").includes(kind.value);
   }
 }
-document.addEventListener("DOMContentLoaded", showKindInputs);
+
+// The text box for a source is for "another source" only: a chosen ticket's source is
+// posted as source_choice, which the server takes first.
+function showAnotherSource(focus) {
+  const box = document.querySelector(".source-another-input");
+  const another = document.getElementById("source-another");
+  if (!box || !another) return;
+  box.hidden = !another.checked;
+  if (focus && another.checked) document.getElementById("id_source").focus();
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  showKindInputs();
+  showAnotherSource(false);
+});
 document.addEventListener("change", (event) => {
   if (event.target.id === "id_kind") showKindInputs();
+  if (event.target.name === "source_choice") showAnotherSource(true);
 });

@@ -43,6 +43,7 @@ READ = None  # any signed-in person
 # Route name -> who may GET and who may POST: a permission, READ, or METHOD (not allowed).
 RULES: dict[str, tuple[object, object]] = {
     "dashboard": (READ, METHOD),
+    "glossary": (READ, METHOD),
     "batch-list": (READ, INGEST),
     "batch-detail": (READ, METHOD),
     "batch-progress": (READ, METHOD),

@@ -59,6 +59,23 @@ def test_a_proposal_form_is_prefilled_from_a_ticket(client, reviewer):
     assert 'value="refund-service"' in body and 'value="send_status_message"' in body
     assert f'value="{ticket.pk}"' in body
     assert f'<a href="/tickets/{ticket.pk}/">#{ticket.pk}</a>' in body  # the motivating ticket
+    # Its preview comes with the page (issue 28), and its sources are the choices.
+    assert "In a sentence:" in body and "Fill in the decision" not in body
+    assert re.search(r'name="source_choice" value="refund-service"\s+checked>', body)
+    assert 'name="source_choice" value="search-index"' in body
+
+
+def test_a_chosen_source_is_the_decisions_and_another_must_be_typed(client, reviewer):
+    client.force_login(reviewer)
+    chosen = {**FORM, "source_choice": "search-index", "source": "typed-but-not-chosen"}
+    client.post(reverse("policy-propose"), chosen)
+    assert RuleProposal.objects.get().change["source"] == "search-index"
+    # "another source" (a blank choice) with nothing typed names no source: refused as before.
+    body = client.post(
+        reverse("policy-propose"), {**FORM, "source_choice": "", "source": ""}
+    ).content.decode()
+    assert "Name the source that owns the field." in body
+    assert RuleProposal.objects.count() == 1
 
 
 def test_the_proposer_gets_403_when_approving_their_own(client, approver):

@@ -55,7 +55,7 @@ def test_freeze_a_family_replay_it_against_the_draft_and_open_a_changed_group(
     page.click("#start-replay")
     page.wait_for_url(f"{base}/replay/jobs/*/")
     job = ReplayJob.objects.get()
-    assert page.is_visible("text=prospective under the draft on the built-in default")
+    assert page.is_visible("text=as if under the draft on the built-in default")
     # The worker takes it; the bar, polled every second, fills and then stops polling.
     page.wait_for_selector("#job-state >> text=done", timeout=60_000)
     assert page.get_attribute("#job-progress progress", "value") == "100"
@@ -68,9 +68,7 @@ def test_freeze_a_family_replay_it_against_the_draft_and_open_a_changed_group(
     page.locator(".open-group").first.click()
     page.wait_for_selector("#prospective")
     assert page.inner_text("#recorded h2") == "Recorded under the built-in default"
-    assert (
-        page.inner_text("#prospective h2") == "Prospective under the draft on the built-in default"
-    )
+    assert page.inner_text("#prospective h2") == "As if under the draft on the built-in default"
     assert "conflict" in page.inner_text("#recorded") and "resolved" in page.inner_text(
         "#prospective"
     )
@@ -96,7 +94,7 @@ def test_an_approver_sees_the_impact_of_a_proposal_before_deciding(
     page.wait_for_selector("#impact-settled", timeout=60_000)
     assert page.inner_text("#impact-settled") == "17 open tickets"
     assert page.inner_text("#impact-newly_unsafe") == "0"
-    assert page.is_visible(f"text=prospective under the built-in default + proposal #{proposal.pk}")
+    assert page.is_visible(f"text=as if under the built-in default + proposal #{proposal.pk}")
     job = ReplayJob.objects.get()
     assert (job.started_by, job.reason) == (reviewer, f"impact of {job.candidate.label}")
     assert page.is_visible("#approve")
@@ -129,7 +127,7 @@ def test_a_proposal_measured_before_a_publish_is_out_of_date_then_counts_its_own
     page.wait_for_selector("#impact-settled", timeout=60_000)
     page.wait_for_selector("#impact-baseline")
     assert "Against v2, the active version" in page.inner_text("#impact-baseline")
-    assert page.is_visible(f"text=prospective under v2 + proposal #{address.pk}")
+    assert page.is_visible(f"text=as if under v2 + proposal #{address.pk}")
     # Four address tickets: the proposal's own; the twelve status tickets are v2's.
     assert page.inner_text("#impact-settled") == "4 open tickets"
     assert page.inner_text("#impact-newly_resolved") == "4"

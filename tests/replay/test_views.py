@@ -45,10 +45,11 @@ def finished(small_desk, reviewer, settings):
     return job
 
 
-def test_a_job_page_says_prospective_under_what_and_links_each_count(client, viewer, finished):
+def test_a_job_page_says_as_if_under_what_and_links_each_count(client, viewer, finished):
     client.force_login(viewer)
     body = client.get(reverse("replay-job", args=[finished.pk])).content.decode()
-    label = f"prospective under the built-in default + proposal #{finished.candidate.proposal_id}"
+    # The pages say it in plain words (the JSON keeps "prospective under").
+    label = f"as if under the built-in default + proposal #{finished.candidate.proposal_id}"
     assert label in body
     assert 'id="job-state">done<' in body
     assert "hx-trigger" not in body  # finished: nothing polls
@@ -320,7 +321,7 @@ def test_a_proposal_s_impact_starts_as_it_is_proposed_not_as_its_page_is_read(
         client.force_login(user)
         page = client.get(reverse("proposal-detail", args=[proposal.pk])).content.decode()
         assert f'hx-get="{impact_url}"' in page and 'hx-trigger="every 1s"' in page
-        assert "prospective under the built-in default + proposal" in page
+        assert "as if under the built-in default + proposal" in page
     for job in started:
         job_work(job.pk, budget=60)
     done = client.get(impact_url)
@@ -372,7 +373,7 @@ def test_approving_measures_the_draft_and_publishing_the_proposals_still_pending
     measured = ReplayJob.objects.exclude(pk=draft.pk).get()
     assert (measured.candidate.proposal, measured.candidate.base_number) == (pending, 1)
     page = client.get(reverse("proposal-detail", args=[pending.pk])).content.decode()
-    assert "prospective under v1 + proposal" in page
+    assert "as if under v1 + proposal" in page
 
 
 def test_list_and_detail_pages_run_a_bounded_number_of_queries(

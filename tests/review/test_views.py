@@ -589,7 +589,7 @@ def test_a_ticket_links_to_its_neighbours_in_the_queue_it_came_from(client, revi
     assert 'id="next-ticket"' not in body and 'id="previous-ticket"' not in body
 
 
-def test_auto_advance_opens_the_next_ticket_after_a_change(client, reviewer, desk):
+def test_auto_advance_opens_the_next_ticket_after_a_close(client, reviewer, desk):
     client.force_login(reviewer)
     first, second, *_ = queue_order(client, "sort=oldest")
     close = {"resolution": "unexplained", "advance": "1", "queue": "sort=oldest"}
@@ -608,22 +608,34 @@ def test_auto_advance_opens_the_next_ticket_after_a_change(client, reviewer, des
         headers={"HX-Request": "true"},
     )
     assert "HX-Redirect" not in response and 'id="ticket-work"' in response.content.decode()
-    # A plain POST is redirected there; without the toggle it stays.
-    response = client.post(reverse("ticket-claim", args=[second]), {"revision": 1, **close})
-    assert (
-        response["Location"]
-        == f"/tickets/{queue_order(client, 'sort=oldest')[1]}/?queue=sort%3Doldest"
-    )
-    response = client.post(reverse("ticket-comment", args=[second]), {"text": "seen"})
+    # A claim, an assignment or a comment leaves the ticket still to work: it stays, toggle
+    # or not (issue 28: six claims in a row had closed nothing).
+    advance = {"advance": "1", "queue": "sort=oldest"}
+    for name, data in [
+        ("ticket-claim", {"revision": 1}),
+        ("ticket-assign", {"revision": 2, "assignee": ""}),
+        ("ticket-comment", {"text": "seen"}),
+    ]:
+        response = client.post(
+            reverse(name, args=[second]), {**data, **advance}, headers={"HX-Request": "true"}
+        )
+        assert "HX-Redirect" not in response and "Not applied" not in response.content.decode()
+    response = client.post(reverse("ticket-comment", args=[second]), {"text": "again", **advance})
     assert response["Location"] == reverse("ticket-detail", args=[second])
+    assert Ticket.objects.get(pk=second).state == "open"
+    # A plain POST of a close is redirected to the next ticket.
+    third = queue_order(client, "sort=oldest")[1]
+    revision = Ticket.objects.get(pk=second).revision
+    response = client.post(reverse("ticket-close", args=[second]), {"revision": revision, **close})
+    assert response["Location"] == f"/tickets/{third}/?queue=sort%3Doldest"
 
 
 def test_auto_advance_stays_on_the_last_ticket_of_the_queue(client, reviewer, desk):
     client.force_login(reviewer)
     last = queue_order(client, "sort=oldest")[-1]
     response = client.post(
-        reverse("ticket-comment", args=[last]),
-        {"text": "seen", "advance": "1", "queue": "sort=oldest"},
+        reverse("ticket-close", args=[last]),
+        {"revision": 1, "resolution": "unexplained", "advance": "1", "queue": "sort=oldest"},
         headers={"HX-Request": "true"},
     )
     assert "HX-Redirect" not in response

@@ -70,21 +70,22 @@ class Command(BaseCommand):
             f"{window}: v{active_number} (active) blocked {blocked.total} action(s) in {blocked.runs} of {blocked.judged} run(s)"
         )
         for name in DIMENSIONS:
-            top = ", ".join(f"{value or '(none)'} {n}" for value, n in blocked.by[name][:5])
+            # A blank value in words ("no sources": blocked for a finding, not a conflict).
+            top = ", ".join(f"{value or f'no {name}'} {n}" for value, n in blocked.by[name][:5])
             out(f"  by {name}: {top or '-'}")
         if designation is None or compared is None:
             return
         total = compared.total
         out(
             f"{designation.candidate.label} (in shadow since {designation.started_at:%Y-%m-%d}, "
-            f"prospective): would newly block {total.new}, would unblock {total.unblocked}, "
+            f"a what-if): would newly block {total.new}, would unblock {total.unblocked}, "
             f"unchanged {total.unchanged}; {compared.runs_compared} run(s) compared, "
             f"{compared.runs_pending} waiting"
         )
         out(f"  {'action':<32} {'new':>6} {'unblock':>8} {'same':>6}")
         for action, counts in compared.by_action:
             out(
-                f"  {action or '(none)':<32} {counts.new:>6} {counts.unblocked:>8} {counts.unchanged:>6}"
+                f"  {action or 'no action':<32} {counts.new:>6} {counts.unblocked:>8} {counts.unchanged:>6}"
             )
         out(f"  {'day':<32} {'new':>6} {'unblock':>8} {'same':>6}")
         for day, counts in compared.by_day:
