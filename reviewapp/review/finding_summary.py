@@ -32,23 +32,15 @@ def finding_summaries(findings: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     `finding_kind`, `run_id` and `finding__evidence` (the finding's ids; None for a ticket
     that keeps no finding)."""
     findings = list(findings)
-    wanted = {
-        (row["run_id"], str(evidence_id))
+    evidence_of = {
+        str(row["pk"]): (row["run_id"], [str(i) for i in row["finding__evidence"] or ()])
         for row in findings
-        for evidence_id in row["finding__evidence"] or ()
     }
-    calls = _stored_calls(wanted)
+    kinds = {str(row["pk"]): row["finding_kind"] for row in findings}
+    calls = _stored_calls({(run, i) for run, ids in evidence_of.values() for i in ids})
     return {
-        str(row["pk"]): summary(
-            row["finding_kind"],
-            [str(i) for i in row["finding__evidence"] or ()],
-            {
-                i: calls[(row["run_id"], i)]
-                for i in map(str, row["finding__evidence"] or ())
-                if (row["run_id"], i) in calls
-            },
-        )
-        for row in findings
+        pk: summary(kinds[pk], ids, {i: calls[run, i] for i in ids if (run, i) in calls})
+        for pk, (run, ids) in evidence_of.items()
     }
 
 

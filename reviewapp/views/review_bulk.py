@@ -1,10 +1,12 @@
-"""Bulk work from the queue: assign or close the checked tickets (or a whole family), a
-close first shown and confirmed, and undone for a while by its author."""
+"""Bulk work from the queue: assign or close the checked tickets, a whole family, or every
+ticket the queue's filters match as the page showed them; a close, and any change of all
+matching, first shown and confirmed; a close undone for a while by its author."""
 
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, cast
 
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
@@ -97,12 +99,12 @@ FILTER_PREFIX = "filter-"
 def posted_filters(posted: QueryDict) -> queue.QueueFilters:
     """The queue's filters a bulk post carries: prefixed (FILTER_PREFIX), as the queue's
     form posts them, or else by their own names."""
-    prefixed = {
-        name.removeprefix(FILTER_PREFIX): value
-        for name, value in posted.items()
+    prefixed: dict[str, str] = {
+        name.removeprefix(FILTER_PREFIX): posted.get(name, "")
+        for name in posted
         if name.startswith(FILTER_PREFIX)
     }
-    return queue.queue_filters(prefixed if prefixed else posted)
+    return queue.queue_filters(prefixed if prefixed else cast(Mapping[str, str], posted))
 
 
 def _change_restated(data: dict[str, Any]) -> dict[str, str]:
