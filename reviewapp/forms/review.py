@@ -71,6 +71,9 @@ class BulkForm(Closing):
 
     operation = forms.ChoiceField(choices=[("assign", "assign"), ("close", "close")])
     whole_family = forms.CharField(required=False, max_length=64)
+    # Every ticket the filters posted with the form select, as the page showed them: the
+    # number it showed (the confirmation compares it with the number that match).
+    all_matching = forms.IntegerField(required=False, min_value=1)
     seen = forms.CharField(required=False, max_length=100)
     assignee = AssigneeField()
     # Not required here: only a close needs them.

@@ -44,7 +44,7 @@ from reviewapp.models import Ticket, TicketCombinationDelta, TicketFacetDelta
 from reviewapp.review import filters as defined
 from reviewapp.review.filters import ASSIGNEE_NONE
 from reviewapp.review.queue import QueueFilters, filtered_tickets, queue_version
-from reviewapp.review.stamp import cached
+from reviewapp.review.stamp import cached, data_stamp
 
 # The tables the counts are kept in (a bulk load vacuums them, as autovacuum would).
 KEPT = (TicketFacetDelta, TicketCombinationDelta)
@@ -64,6 +64,9 @@ class Facets:
     # Names the filtered tickets as they are now (see queue_version): what is cached, here
     # and in the queue's template, is cached under it.
     version: str = ""
+    # The data stamp the counts were read under (stamp.DataStamp's text): a bulk change of
+    # "every ticket shown" acts on the tickets as they were then (changes.revisions_as_seen).
+    seen: str = ""
 
     def values(self, name: str) -> list[tuple[str, int]]:
         return self.counts.get(name, [])
@@ -71,7 +74,8 @@ class Facets:
 
 def facet_counts(filters: QueueFilters, user) -> Facets:
     """Counts per value of every counted filter, within the current filters."""
-    version = queue_version(filters, user)
+    now = data_stamp()
+    version = queue_version(filters, user, stamp=now)
 
     def count() -> Facets:
         if _counted_by_the_database(filters):
@@ -80,7 +84,7 @@ def facet_counts(filters: QueueFilters, user) -> Facets:
             return replace(_combined_facets(filters, user), version=version)
         return replace(_count_facets(filtered_tickets(filters, user)), version=version)
 
-    return cached(f"tickets:facets:{version}", count)
+    return replace(cached(f"tickets:facets:{version}", count), seen=now.text)
 
 
 def _counted_by_the_database(filters: QueueFilters) -> bool:

@@ -15,7 +15,7 @@ from django.db.models import Count, Max, Q, QuerySet, Subquery
 from reviewapp.models import Ticket
 from reviewapp.review import filters as defined
 from reviewapp.review.filters import ASSIGNEE_ME, QueueFilter
-from reviewapp.review.stamp import cached, data_stamp
+from reviewapp.review.stamp import DataStamp, cached, data_stamp
 
 SORTS: dict[str, tuple[str, ...]] = {
     "newest": ("-created_at", "-id"),
@@ -147,9 +147,10 @@ def queue_tickets(filters: QueueFilters, user) -> QuerySet[Ticket]:
     return filtered_tickets(filters, user).order_by(*SORTS[filters.sort])
 
 
-def queue_version(filters: QueueFilters, user) -> str:
+def queue_version(filters: QueueFilters, user, *, stamp: DataStamp | None = None) -> str:
     """A name for the tickets these filters select, as they are now: it changes whenever
-    any ticket is opened or changed, so nothing cached under it is ever stale."""
+    any ticket is opened or changed, so nothing cached under it is ever stale. `stamp`: the
+    data stamp read already, if it was."""
     who = user.pk if filters.assignee == ASSIGNEE_ME else None
     selected = filters.selecting().as_params()
     # What changes the tickets a filter selects without any ticket changing (its `newest`).
@@ -158,7 +159,7 @@ def queue_version(filters: QueueFilters, user) -> str:
         for item in defined.FILTERS
         if item.newest is not None and getattr(filters, item.name) not in ("", None)
     ]
-    identity = repr((data_stamp().text, who, besides, sorted(selected.items())))
+    identity = repr(((stamp or data_stamp()).text, who, besides, sorted(selected.items())))
     return hashlib.sha256(identity.encode()).hexdigest()
 
 

@@ -82,8 +82,9 @@ def ticket_queue(request: HtmxHttpRequest) -> HttpResponse:
         "workers": related.ticket_workers() if can_work else [],
         "causes": changes.REVIEWER_CAUSES,
         "cache_seconds": stamp.CACHE_SECONDS,
-        # For the whole-family bulk change, read only when its form is rendered.
-        "seen": lambda: stamp.data_stamp().text,
+        # The data as the page shows it, for a bulk change of a whole family or of every
+        # ticket matching the filters (changes.revisions_as_seen).
+        "seen": facets.seen,
     }
     template = "review/queue.html"
     if request.htmx:

@@ -21,6 +21,7 @@ from django.utils.safestring import SafeString
 
 from reviewapp.review.disputed import disputed_sides, sides_title
 from reviewapp.review.filters import Cell, cells
+from reviewapp.review.finding_summary import finding_summaries
 from reviewapp.review.related import judged_again
 from reviewapp.review.stamp import CACHE_SECONDS
 
@@ -30,6 +31,8 @@ ROW_COLUMNS = (
     *("pk", "revision", "state", "reason", "unsafe", "field", "finding_kind", "entity"),
     *("agent", "created_at", "closed_at", "run__run_id", "disputed", "judgement_id"),
     "run__current_judgement_id",
+    # A finding's row says what it found (review/finding_summary.py).
+    *("kind", "run_id", "finding__evidence"),
 )
 
 
@@ -39,6 +42,8 @@ def queue_row_columns() -> list[str]:
 
 
 NONE = "—"
+# A finding has no sources or action of its own: its row spends their cells on what it found.
+CELLS_A_FINDING_SPANS = ("sources", "action")
 
 
 def _url_of_each_ticket(name: str) -> Callable[[str], str]:
@@ -89,7 +94,15 @@ def queue_rows(tickets: Iterable[Mapping[str, Any]], *, queue_query: str = "") -
         # Numbers as text: a template formats a number for the locale, a fifth of its time here.
         pk, closed_at = str(ticket["pk"]), ticket["closed_at"]
         sides = disputed_sides(ticket["disputed"])
-        subject, entity = ticket["field"] or ticket["finding_kind"], ticket["entity"] or ""
+        finding = ticket["kind"] == "finding"
+        # A finding's reason is its kind: said once.
+        subject = ticket["field"] or ("" if finding else ticket["finding_kind"])
+        entity = ticket["entity"] or ""
+        row_cells = [
+            _cell(cell, ticket[cell.column])
+            for cell in shown
+            if not (finding and cell.css in CELLS_A_FINDING_SPANS)
+        ]
         rows.append(
             {
                 "pk": pk,
@@ -97,7 +110,7 @@ def queue_rows(tickets: Iterable[Mapping[str, Any]], *, queue_query: str = "") -
                 "state": ticket["state"],
                 "url": ticket_url(pk) + came_from,
                 "claim_url": claim_url(pk),
-                "what": f"{ticket['reason']}: {subject} {entity} · agent "
+                "what": f"{ticket['reason']}: {' '.join(filter(None, (subject, entity)))} · agent "
                 f"{ticket['agent'] or NONE} · run {ticket['run__run_id']}",
                 "reason": ticket["reason"],
                 "unsafe": ticket["unsafe"],
@@ -111,7 +124,11 @@ def queue_rows(tickets: Iterable[Mapping[str, Any]], *, queue_query: str = "") -
                 # result and their source; the title names the source of each.
                 "sides": sides,
                 "values_title": sides_title(sides),
-                "cells": [_cell(cell, ticket[cell.column]) for cell in shown],
+                "finding": finding,
+                # Set by rows_rendered, for the rows it renders.
+                "found": "",
+                "values_span": str(1 + len(shown) - len(row_cells)),
+                "cells": row_cells,
                 "age": age(ticket["created_at"], now),
                 "opened": f"opened {_when(ticket['created_at'])}"
                 + (f", closed {_when(closed_at)}" if closed_at else ""),
@@ -127,13 +144,22 @@ def rows_rendered(
     with the checkbox that selects it ("id:revision") for a bulk change. A row is kept for
     CACHE_SECONDS under all it shows: its ticket's revision (every change makes a new one),
     whether its run was judged again, the queue its link carries, the checkbox."""
+    tickets = list(tickets)
     rows = queue_rows(tickets, queue_query=queue_query)
     queue = hashlib.sha256(queue_query.encode()).hexdigest()[:16]
     keys = [
-        f"queue-row:{row['pk']}:{row['revision']}:{row['judged_again']:d}:{can_work:d}:{queue}"
+        f"queue-row:2:{row['pk']}:{row['revision']}:{row['judged_again']:d}:{can_work:d}:{queue}"
         for row in rows
     ]
     kept = cache.get_many(keys)
+    # What each finding found, read (one query) for the rows rendered now only.
+    found = finding_summaries(
+        ticket
+        for ticket, key in zip(tickets, keys, strict=True)
+        if key not in kept and ticket["kind"] == "finding"
+    )
+    for row in rows:
+        row["found"] = found.get(row["pk"], "")
     template = get_template("review/queue.html#ticket-row")
     fresh = {
         # What a template renders is safe already: it escaped every value.

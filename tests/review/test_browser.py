@@ -338,7 +338,16 @@ def serious_violations(page) -> list[str]:
     ]
 
 
-def test_axe_finds_no_serious_or_critical_violation_on_the_desk(page, live_server, desk):
+# A laptop and a phone: axe runs on every page at both.
+VIEWPORTS = [
+    pytest.param({"width": 1366, "height": 768}, id="laptop"),
+    pytest.param({"width": 390, "height": 844}, id="phone"),
+]
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS)
+def test_axe_finds_no_serious_or_critical_violation_on_the_desk(page, live_server, desk, viewport):
+    page.set_viewport_size(viewport)
     found = {}
     for path in desk_pages(desk):
         page.goto(f"{live_server.url}{path}")
@@ -364,7 +373,11 @@ OTHER_PAGES = [
 ]
 
 
-def test_axe_finds_no_serious_or_critical_violation_on_the_other_pages(page, live_server, desk):
+@pytest.mark.parametrize("viewport", VIEWPORTS)
+def test_axe_finds_no_serious_or_critical_violation_on_the_other_pages(
+    page, live_server, desk, viewport
+):
+    page.set_viewport_size(viewport)
     found = {}
     for path in OTHER_PAGES:
         page.goto(f"{live_server.url}{path}")
@@ -377,12 +390,13 @@ def test_axe_finds_no_serious_or_critical_violation_on_the_other_pages(page, liv
 ADMIN_PAGES = ["/privacy/redaction/", "/privacy/erasure/", "/raw/values/"]
 
 
+@pytest.mark.parametrize("viewport", VIEWPORTS)
 def test_axe_finds_no_serious_or_critical_violation_on_the_privacy_pages(
-    browser, live_server, admin_user
+    browser, live_server, admin_user, viewport
 ):
     account_raw_access_set("ada", True, actor=admin_user, reason="the accessibility pass")
     found = {}
-    with watched_page(browser, live_server.url, "ada") as admin_page:
+    with watched_page(browser, live_server.url, "ada", viewport=viewport) as admin_page:
         for path in ADMIN_PAGES:
             admin_page.goto(f"{live_server.url}{path}")
             admin_page.wait_for_load_state("load")

@@ -50,7 +50,9 @@ def test_a_filter_defined_once_is_read_selected_offered_and_shown(
     assert re.findall(r'data-ticket-url="/tickets/(\d+)/', body) == [str(finding.pk)]
     assert "Kind: <strong>finding</strong>" in body
     assert 'name="kind"' in body and 'list="values-kind"' in body
-    assert re.search(r'<td class="kind"\s+title="finding">finding</td>', body)
+    assert re.search(
+        r'<td class="kind"\s+title="finding"><span class="cell-text">finding</span></td>', body
+    )
     assert '<th class="kind">Kind</th>' in body
     assert re.search(r'data-facet="kind">finding</a>\s*<span class="count">1</span>', body)
     entity = client.get(url, {"entity": "order-204", "state": "any"}).content.decode()

@@ -17,6 +17,8 @@ pytestmark = pytest.mark.django_db
 # queue; counted, with usernames, for the others; and families) too.
 QUEUE_QUERIES_WARM = 8
 QUEUE_QUERIES_COLD = 11
+# Cold, with finding tickets on the page: the stored calls their findings name, in one.
+FINDING_CALLS_QUERIES = 1
 # Session, user, two for permissions, the ticket, the data stamp, newer versions that
 # would settle it; cold, also the ticket's
 # judgement, the run's records, its findings, the audit trail (and comments, when it has
@@ -85,3 +87,26 @@ def test_the_ticket_page_is_bounded_whatever_the_number_of_observations(
     assert queries_for(client, reverse("ticket-detail", args=[with_finding.pk])) == wide_queries + 1
     with django_assert_max_num_queries(HANDOFF_QUERIES):
         assert client.get(reverse("ticket-handoff", args=[wide.pk])).status_code == 200
+
+
+def test_the_queue_with_findings_reads_their_calls_in_one_query(
+    client, reviewer, tmp_path, django_assert_max_num_queries
+):
+    seed_tickets(200, assignees=[reviewer])
+    ingest_lines(tmp_path, review_desk_trace())
+    findings = Ticket.objects.filter(kind="finding", finding__isnull=False)
+    assert findings.exists()
+    client.force_login(reviewer)
+    cache.clear()
+    with (
+        django_assert_max_num_queries(QUEUE_QUERIES_COLD + FINDING_CALLS_QUERIES),
+        CaptureQueriesContext(connection) as captured,
+    ):
+        body = client.get(reverse("ticket-queue"), {"sort": "newest"}).content.decode()
+    assert 'class="values found"' in body
+    calls = [q for q in captured.captured_queries if "reviewapp_tracerecord" in q["sql"]]
+    assert len(calls) == FINDING_CALLS_QUERIES
+    # Warm, the rows are kept rendered: the calls are not read again.
+    with CaptureQueriesContext(connection) as captured:
+        assert client.get(reverse("ticket-queue"), {"sort": "newest"}).status_code == 200
+    assert not [q for q in captured.captured_queries if "reviewapp_tracerecord" in q["sql"]]
