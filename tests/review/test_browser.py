@@ -369,6 +369,8 @@ OTHER_PAGES = [
     "/policy/draft/",
     "/policy/diff/",
     "/policy/proposals/",
+    "/policy/suggestions/",
+    "/glossary/",
     "/tokens/",
 ]
 
@@ -386,8 +388,9 @@ def test_axe_finds_no_serious_or_critical_violation_on_the_other_pages(
     assert found == {path: [] for path in found}
 
 
-# An admin's pages, the raw data permission given: the privacy screens (issue 30).
-ADMIN_PAGES = ["/privacy/redaction/", "/privacy/erasure/", "/raw/values/"]
+# An admin's pages, the raw data permission given: the privacy screens (issue 30), people
+# and alerts (issues 28 and 29).
+ADMIN_PAGES = ["/privacy/redaction/", "/privacy/erasure/", "/raw/values/", "/people/", "/alerts/"]
 
 
 @pytest.mark.parametrize("viewport", VIEWPORTS)
