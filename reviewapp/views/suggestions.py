@@ -50,6 +50,12 @@ def _impact_of(request: HttpRequest, suggestion: RuleSuggestion) -> dict:
     context.update(
         impact_url=reverse("suggestion-impact", args=[suggestion.pk]),
         can_run=False,
+        # Its candidate is a policy file to the replay: named for what it is here.
+        candidate_name=(
+            f"{suggestion.candidate.base_label} + this suggested rule"
+            if suggestion.candidate is not None
+            else ""
+        ),
     )
     return context
 

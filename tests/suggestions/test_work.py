@@ -124,6 +124,23 @@ def test_a_source_marked_right_often_enough_is_suggested_with_its_evidence(
     )
 
 
+def test_the_suggestion_page_shows_its_evidence_and_names_its_impact(
+    client, tmp_path, reviewer, second_reviewer
+):
+    tickets = owned_family(tmp_path, 10)
+    mark_source(tickets[:9], reviewer, "order-ledger")
+    mark_source(tickets[9:], second_reviewer, "search-index")  # 9 of 10: still suggested
+    work.suggestions_refresh()
+    suggestion = RuleSuggestion.objects.get()
+    client.force_login(second_reviewer)
+    page = client.get(reverse("suggestion-detail", args=[suggestion.pk])).content.decode()
+    for ticket in tickets:
+        assert f'href="{reverse("ticket-detail", args=[ticket.pk])}"' in page
+    assert "decided by rita" in page and "decided by ravi" in page  # the counter-example's
+    assert "the built-in default + this suggested rule" in page
+    assert "policy file" not in page
+
+
 def test_a_ready_suggestion_raises_its_alert_once_for_its_evidence(
     tmp_path, reviewer, second_reviewer
 ):
