@@ -178,6 +178,30 @@ def outcome(response) -> str:
     return str(response.status_code)
 
 
+def walk_suggestion(ticket) -> int:
+    """A suggested rule of the ticket's family, for the routes that take one."""
+    return RuleSuggestion.objects.create(
+        key=f"authoritative-source:walk-{ticket.pk}:refund-service",
+        kind="authoritative-source",
+        fingerprint=ticket.fingerprint,
+        family_label=ticket.fingerprint_label,
+        field="status",
+        source="refund-service",
+        change={"field": "status", "source": "refund-service"},
+        sentence="refund-service owns status",
+        agreeing=5,
+        decisions=5,
+        evidence_stamp="5:15",
+    ).pk
+
+
+def walk_destination() -> int:
+    """An alert destination, for the routes that take one."""
+    return destination_add(
+        name="walk", channel="email", emails="walk@example.com", kinds=["spike"]
+    ).pk
+
+
 @pytest.fixture
 def world(tmp_path, desk, reviewer, approver):
     path = tmp_path / "t.jsonl"
@@ -191,9 +215,6 @@ def world(tmp_path, desk, reviewer, approver):
     )
     proposal_decide(proposal=proposal, user=approver, approve=True, reason="")
     version = policy_version_publish(user=approver, reason="walk")
-    destination = destination_add(
-        name="walk", channel="email", emails="walk@example.com", kinds=["spike"]
-    )
     designation = shadow_start(candidate_of_draft(user=reviewer), user=approver)
     ticket = next(iter(desk.values()))
     fixture_set = freeze_ticket(ticket, user=reviewer)
@@ -208,25 +229,13 @@ def world(tmp_path, desk, reviewer, approver):
         "number": 1,
         "pk": proposal.pk,
         "designation": designation.pk,
-        "destination": destination.pk,
+        "destination": walk_destination(),
         "month": "2026-11",
         "job": job.pk,
         "fixture_set": fixture_set.pk,
         "result_id": result.pk,
         "user_id": reviewer.pk,  # the people page's changes (an empty form changes nothing)
-        "suggestion": RuleSuggestion.objects.create(
-            key="authoritative-source:walk:refund-service",
-            kind="authoritative-source",
-            fingerprint=ticket.fingerprint,
-            family_label=ticket.fingerprint_label,
-            field="status",
-            source="refund-service",
-            change={"field": "status", "source": "refund-service"},
-            sentence="refund-service owns status",
-            agreeing=5,
-            decisions=5,
-            evidence_stamp="5:15",
-        ).pk,
+        "suggestion": walk_suggestion(ticket),
     }
 
 

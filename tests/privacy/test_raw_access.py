@@ -27,7 +27,7 @@ from reviewapp.privacy.tokens import token_of
 from reviewapp.replay.fixtures import freeze_ticket
 from reviewapp.replay.jobs import job_start, job_work
 from reviewapp.shadow.designations import shadow_start
-from tests.accounts.test_url_walk import url_of
+from tests.accounts.test_url_walk import url_of, walk_destination, walk_suggestion
 from tests.roles import owner_settings, separate
 from tests.seeding import ingest_lines, line
 
@@ -123,6 +123,8 @@ def world(tmp_path, reviewer, approver):
         "result_id": result.pk,
         "rejected": rejected,
         "user_id": reviewer.pk,  # the people page's changes
+        "destination": walk_destination(),
+        "suggestion": walk_suggestion(ticket),
     }
 
 
