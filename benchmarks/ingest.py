@@ -65,6 +65,7 @@ sys.path.insert(0, str(ROOT))
 
 import msgspec  # noqa: E402
 
+from benchmarks.databases import admin_url  # noqa: E402
 from benchmarks.engine import generate_lines  # noqa: E402
 from reviewapp.engine import decode_line, judge_run, load_policy, parse_record  # noqa: E402
 
@@ -118,10 +119,6 @@ def decode_alone(trace: Path) -> float:
         for raw in source:
             decode(raw)
     return time.perf_counter() - started
-
-
-def admin_url(url: str, database: str) -> str:
-    return url.rsplit("/", 1)[0] + "/" + database
 
 
 def main() -> None:

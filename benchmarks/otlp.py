@@ -203,7 +203,7 @@ def one_file(paths: list[Path], path: Path) -> Path:
 
 
 def otlp_case(url: str, n: int, seed: int) -> None:
-    from benchmarks.ingest import admin_url
+    from benchmarks.databases import admin_url
 
     bodies = generate_requests(n, seed)
     spans = sum(

@@ -36,6 +36,7 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.databases import admin_url  # noqa: E402
 from benchmarks.engine import generate_lines  # noqa: E402
 from tests.workers import stop_group  # noqa: E402
 
@@ -80,10 +81,6 @@ def write_trace(path: Path, runs: int, seed: int) -> int:
                 out.write(b"\n")
                 lines += 1
     return lines
-
-
-def admin_url(url: str, database: str) -> str:
-    return url.rsplit("/", 1)[0] + "/" + database
 
 
 def start_worker(env: dict[str, str], concurrency: int, log: Path) -> subprocess.Popen:
