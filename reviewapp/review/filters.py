@@ -20,16 +20,21 @@ from datetime import date, datetime, time, timedelta
 from typing import Any, ClassVar
 
 from django.contrib.auth import get_user_model
+from django.contrib.postgres.expressions import ArraySubquery
 from django.db.models import Max, Q
+from django.db.models.functions import Lower
+from django.db.models.lookups import Contains
 from django.utils import timezone
 
 from reviewapp.models import (
     PolicyVersion,
     ProspectiveSettlement,
+    Run,
     TallyEntry,
     Ticket,
     policy_name,
 )
+from reviewapp.models.review import search_text
 
 ASSIGNEE_ME, ASSIGNEE_NONE = "me", "unassigned"
 
@@ -266,22 +271,32 @@ def _before_day_after(column: str) -> Callable[[date, Any], Q]:
     return where
 
 
+# A fragment shorter than this is matched whole: no trigram of it could find it in an index.
+FRAGMENT = 3
+
+
 def search(found: str) -> Q:
-    """The tickets one search box finds: by number ("#42" or "42"), entity (an order id,
-    say), run id, source, agent or family fingerprint, each matched whole so that an index
-    or a short scan answers it."""
+    """The tickets one search box finds: by number ("#42" or "42"), run id, or text in the
+    entity (an order id, say), agent, sources or family (its fingerprint or label), without
+    regard to case: any fragment of three characters or more, a shorter one whole. Each is
+    answered by an index (models: ticket_search_text, run_id_trigrams, the ticket's and the
+    run's keys), never by reading every ticket."""
     found = found.strip()
-    query = (
-        Q(entity=found)
-        | Q(run__run_id=found)
-        | Q(agent=found)
-        | Q(fingerprint=found)
-        | SOURCE.select(found, None)
+    lowered = found.lower()
+    fragment = len(found) >= FRAGMENT
+    runs = Run.objects.filter(
+        Q(run_id=found) | (Q(Contains(Lower("run_id"), lowered)) if fragment else Q())
+    ).order_by()
+    matched = Q(Contains(search_text(), lowered if fragment else f"|{lowered}|")) | Q(
+        run__any=ArraySubquery(runs.values("pk"))
     )
     ticket = found.removeprefix("#")
     if ticket.isdigit() and int(ticket) < 2**31:
-        query |= Q(pk=int(ticket))
-    return query
+        matched |= Q(pk=int(ticket))
+    # The tickets found, first and alone (an array the planner has before it reads any
+    # other ticket): with the queue's order and page beside the search, it would otherwise
+    # walk the tickets in that order, testing each, and read them all when few match.
+    return Q(pk__any=ArraySubquery(Ticket.objects.filter(matched).order_by().values("pk")))
 
 
 OUTCOMES = {
@@ -417,13 +432,20 @@ FILTERS: tuple[QueueFilter, ...] = (
         where=_in_tally,
         input=Input(type="month", title="the tickets counted in that month's tally"),
     ),
-    # The one search box: a ticket number, an entity (an order id), a run id, a source, an
-    # agent or a family's fingerprint, each matched whole (see `search`).
+    # The one search box: a ticket number, a run id, or text in the entity (an order id),
+    # agent, sources or family (see `search`).
     QueueFilter(
         name="q",
         label="Search",
         where=lambda found, user: search(found),
-        input=Input(type="search", size=18, placeholder="#, entity, run, source, agent"),
+        input=Input(
+            type="search",
+            size=18,
+            placeholder="#, run, entity, agent, source",
+            title="a ticket number (#42), a run id, or text in the entity (an order id), "
+            "agent, sources or family; three characters or more match anywhere, fewer "
+            "match a whole value; case does not matter",
+        ),
     ),
     # The public id of the ingest batch that opened the tickets.
     QueueFilter(
