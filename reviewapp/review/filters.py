@@ -34,7 +34,7 @@ from reviewapp.models import (
     Ticket,
     policy_name,
 )
-from reviewapp.models.review import search_text
+from reviewapp.models.review import SearchText
 
 ASSIGNEE_ME, ASSIGNEE_NONE = "me", "unassigned"
 
@@ -287,7 +287,7 @@ def search(found: str) -> Q:
     runs = Run.objects.filter(
         Q(run_id=found) | (Q(Contains(Lower("run_id"), lowered)) if fragment else Q())
     ).order_by()
-    matched = Q(Contains(search_text(), lowered if fragment else f"|{lowered}|")) | Q(
+    matched = Q(Contains(SearchText(), lowered if fragment else f"|{lowered}|")) | Q(
         run__any=ArraySubquery(runs.values("pk"))
     )
     ticket = found.removeprefix("#")
