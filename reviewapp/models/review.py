@@ -150,8 +150,9 @@ class Ticket(models.Model):
             models.Index(
                 fields=["state", "reason", "-created_at", "-id"], name="ticket_reason_newest"
             ),
-            # The search box (review/filters.py: search): any fragment of three characters
-            # or more, or a whole value, found without reading every ticket.
+            # The search box (review/filters.py: search): an entity (an order id) whole, and
+            # a fragment of three characters or more, or a whole value, of the text it reads.
+            models.Index(fields=["entity"], name="ticket_entity"),
             GinIndex(OpClass(SearchText(), name="gin_trgm_ops"), name="ticket_search_text"),
         ]
         # The app's capabilities; roles (groups) are made of them in reviewapp/accounts/roles.py.

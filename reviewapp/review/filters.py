@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 from django.contrib.auth import get_user_model
 from django.contrib.postgres.expressions import ArraySubquery
-from django.db.models import Max, Q
+from django.db.models import Exists, Max, Q
 from django.db.models.functions import Lower
 from django.db.models.lookups import Contains
 from django.utils import timezone
@@ -276,27 +276,38 @@ FRAGMENT = 3
 
 
 def search(found: str) -> Q:
-    """The tickets one search box finds: by number ("#42" or "42"), run id, or text in the
-    entity (an order id, say), agent, sources or family (its fingerprint or label), without
-    regard to case: any fragment of three characters or more, a shorter one whole. Each is
-    answered by an index (models: ticket_search_text, run_id_trigrams, the ticket's and the
-    run's keys), never by reading every ticket."""
+    """The tickets one search box finds. An exact id first: a ticket's number ("#42", or
+    "42"), a run id or an entity (an order id, say), each whole, from their indexes. When
+    none is, text in the run id, entity, agent, sources or family (its fingerprint or
+    label), whatever the case: any fragment of three characters or more, a shorter one
+    whole, from the trigram indexes (models: ticket_search_text, run_id_trigrams). Never by
+    reading every ticket."""
     found = found.strip()
+    ticket = found.removeprefix("#")
+    number = int(ticket) if ticket.isdigit() and int(ticket) < 2**31 else None
+    exact = Q(entity=found) | Q(
+        run__any=ArraySubquery(Run.objects.filter(run_id=found).order_by().values("pk"))
+    )
+    if number is not None:
+        exact |= Q(pk=number)
+    if number is not None and found.startswith("#"):
+        exact = Q(pk=number)  # "#42" names a ticket, and nothing else
+    exactly = Ticket.objects.filter(exact).order_by()
     lowered = found.lower()
     fragment = len(found) >= FRAGMENT
-    runs = Run.objects.filter(
-        Q(run_id=found) | (Q(Contains(Lower("run_id"), lowered)) if fragment else Q())
-    ).order_by()
-    matched = Q(Contains(SearchText(), lowered if fragment else f"|{lowered}|")) | Q(
-        run__any=ArraySubquery(runs.values("pk"))
+    runs = Run.objects.filter(Q(Contains(Lower("run_id"), lowered)) if fragment else Q(pk=None))
+    text = Q(Contains(SearchText(), lowered if fragment else f"|{lowered}|")) | Q(
+        run__any=ArraySubquery(runs.order_by().values("pk"))
     )
-    ticket = found.removeprefix("#")
-    if ticket.isdigit() and int(ticket) < 2**31:
-        matched |= Q(pk=int(ticket))
-    # The tickets found, first and alone (an array the planner has before it reads any
+    # Only when nothing is found whole: PostgreSQL checks that once, before reading any
+    # trigram (a common one, "ord" of every order id, is in most tickets).
+    by_text = Ticket.objects.filter(text).exclude(Exists(exactly)).order_by()
+    # The tickets found, first and alone (arrays the planner has before it reads any
     # other ticket): with the queue's order and page beside the search, it would otherwise
     # walk the tickets in that order, testing each, and read them all when few match.
-    return Q(pk__any=ArraySubquery(Ticket.objects.filter(matched).order_by().values("pk")))
+    return Q(pk__any=ArraySubquery(exactly.values("pk"))) | Q(
+        pk__any=ArraySubquery(by_text.values("pk"))
+    )
 
 
 OUTCOMES = {
@@ -432,8 +443,8 @@ FILTERS: tuple[QueueFilter, ...] = (
         where=_in_tally,
         input=Input(type="month", title="the tickets counted in that month's tally"),
     ),
-    # The one search box: a ticket number, a run id, or text in the entity (an order id),
-    # agent, sources or family (see `search`).
+    # The one search box: a ticket number, a run id or an entity (an order id) whole; else
+    # text in the run id, entity, agent, sources or family (see `search`).
     QueueFilter(
         name="q",
         label="Search",
@@ -442,9 +453,9 @@ FILTERS: tuple[QueueFilter, ...] = (
             type="search",
             size=18,
             placeholder="#, run, entity, agent, source",
-            title="a ticket number (#42), a run id, or text in the entity (an order id), "
-            "agent, sources or family; three characters or more match anywhere, fewer "
-            "match a whole value; case does not matter",
+            title="a ticket number (#42), a run id or an order id, whole; else text in the "
+            "run id, entity, agent, sources or family: three characters or more match "
+            "anywhere, fewer match a whole value; any case",
         ),
     ),
     # The public id of the ingest batch that opened the tickets.
