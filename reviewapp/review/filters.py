@@ -285,20 +285,20 @@ def search(found: str) -> Q:
     found = found.strip()
     ticket = found.removeprefix("#")
     number = int(ticket) if ticket.isdigit() and int(ticket) < 2**31 else None
-    exact = Q(entity=found) | Q(
-        run__any=ArraySubquery(Run.objects.filter(run_id=found).order_by().values("pk"))
-    )
-    if number is not None:
-        exact |= Q(pk=number)
     if number is not None and found.startswith("#"):
         exact = Q(pk=number)  # "#42" names a ticket, and nothing else
+    else:
+        runs = Run.objects.filter(run_id=found).order_by()
+        exact = Q(entity=found) | Q(run__any=ArraySubquery(runs.values("pk")))
+        if number is not None:
+            exact |= Q(pk=number)
     exactly = Ticket.objects.filter(exact).order_by()
     lowered = found.lower()
     fragment = len(found) >= FRAGMENT
-    runs = Run.objects.filter(Q(Contains(Lower("run_id"), lowered)) if fragment else Q(pk=None))
-    text = Q(Contains(SearchText(), lowered if fragment else f"|{lowered}|")) | Q(
-        run__any=ArraySubquery(runs.order_by().values("pk"))
-    )
+    text = Q(Contains(SearchText(), lowered if fragment else f"|{lowered}|"))
+    if fragment:
+        runs = Run.objects.filter(Contains(Lower("run_id"), lowered)).order_by()
+        text |= Q(run__any=ArraySubquery(runs.values("pk")))
     # Only when nothing is found whole: PostgreSQL checks that once, before reading any
     # trigram (a common one, "ord" of every order id, is in most tickets).
     by_text = Ticket.objects.filter(text).exclude(Exists(exactly)).order_by()
