@@ -7,16 +7,16 @@ at the end), seeds N tickets with bulk inserts plus real ingested runs, then req
 in-process with Django's test client, every page once a round for --rounds rounds: the
 API-token page (session, user, permissions and one small query: the trivial limit), the
 queue unfiltered and filtered, a ticket page seen before, the first look at a ticket never
-opened (its evidence is read and rendered), a run's page, a search of the queue by an
-entity, and both queues right after a change: a ticket
+opened (its evidence is read and rendered), a run's page, the queue searched (SEARCHES: a
+ticket number, a run id, an order id, a fragment of one, a search beside filters), and
+both queues right after a change: a ticket
 is closed or reopened (as a reviewer does, through reviewapp.review.changes), which renames
 everything the queue caches about tickets, so its counts, rows and families are read and
 rendered again. Prints median and p95 per page; the last line is one JSON object with
 `ratio` = worst p95 of every page but the trivial one / trivial p95, and `goal` (3.0);
-`warm_ratio` leaves out the queues right after a change, `cold_ratio` is those alone.
-`search_ratio` is the searched queue's, outside the goal for now: a search matches several
-columns no index serves (entity, agent, sources), and its counts are taken over it again
-after every change. The figures of past runs are in docs/operations.md.
+`warm_ratio` leaves out the queues right after a change, `cold_ratio` is those alone,
+`search_ratio` the searched queues alone (all within `ratio`). The figures of past runs are
+in docs/operations.md.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def seed(n: int, first_views: int) -> tuple[dict[str, str], list[str]]:
     from reviewapp.accounts.roles import REVIEWER
     from reviewapp.models import Ticket
     from reviewapp.review.counts import KEPT, fold_kept_counts
-    from tests.seeding import ingest_lines, review_desk_trace, seed_tickets
+    from tests.seeding import ingest_lines, order_entity, review_desk_trace, seed_tickets
 
     users = get_user_model()
     reviewer = users.objects.create_user("bench-reviewer")
@@ -64,7 +64,7 @@ def seed(n: int, first_views: int) -> tuple[dict[str, str], list[str]]:
     for colleague in colleagues:
         colleague.groups.add(Group.objects.get(name=REVIEWER))
     started = time.perf_counter()
-    seed_tickets(n, assignees=[reviewer, *colleagues])
+    seeded = seed_tickets(n, assignees=[reviewer, *colleagues])
     # Real runs through the ingest pipeline, for ticket pages with real evidence.
     real = review_desk_trace()
     with tempfile.TemporaryDirectory() as tmp:
@@ -87,14 +87,29 @@ def seed(n: int, first_views: int) -> tuple[dict[str, str], list[str]]:
         run__run_id__startswith="copy", run__run_id__endswith="-run-stale"
     )
     filtered = "&".join(f"{name}={value}" for name, value in FILTERED.items())
+    # A seeded ticket in the middle of the desk, on its own order.
+    middle = (
+        Ticket.objects.filter(batch=seeded, entity__isnull=False, pk__gte=n // 2)
+        .order_by("pk")
+        .first()
+    )
+    searched = f"{reverse('ticket-queue')}?state=any&q="
     pages = {
         "trivial": reverse("token-list"),
         "queue": reverse("ticket-queue"),
         "queue_filtered": f"{reverse('ticket-queue')}?{filtered}",
         "ticket": reverse("ticket-detail", args=[ticket.pk]),
-        # The run page (its whole timeline, read every time) and a search of the queue.
+        # The run page (its whole timeline, read every time).
         "run": reverse("run-detail", args=[ticket.run_id]),
-        "queue_search": f"{reverse('ticket-queue')}?state=any&q={ticket.entity}",
+        # The search box (review/filters.py: search): a ticket's number; a run's id; the
+        # real desk's order id (also the start of a thousand seeded ones at 1,000,000
+        # tickets); seven digits from the middle of a seeded order id (a few tickets); the
+        # real order id again, beside filters.
+        "search_number": f"{searched}%23{middle.pk}",
+        "search_run": f"{searched}{middle.run.run_id}",
+        "search_order": f"{searched}{ticket.entity}",
+        "search_fragment": f"{searched}{order_entity(n // 2)[9:16]}",
+        "search_filtered": f"{reverse('ticket-queue')}?unsafe=yes&source=erp&q={ticket.entity}",
     }
     return pages, [
         reverse("ticket-detail", args=[pk]) for pk in unseen.values_list("pk", flat=True)
@@ -187,10 +202,12 @@ def main() -> None:
     for name, figure in figures.items():
         print(f"{name:<22}{figure['median_ms']:>12.2f}{figure['p95_ms']:>10.2f}")
     trivial = figures["trivial"]["p95_ms"]
-    warm = ("queue", "queue_filtered", "ticket", "ticket_first_view", "run")
+    searches = [name for name in figures if name.startswith("search_")]
+    warm = ("queue", "queue_filtered", "ticket", "ticket_first_view", "run", *searches)
     cold = ("queue_cold", "queue_filtered_cold")
     worst_warm = max(figures[name]["p95_ms"] for name in warm)
     worst_cold = max(figures[name]["p95_ms"] for name in cold)
+    worst_search = max(figures[name]["p95_ms"] for name in searches)
     ratio = max(worst_warm, worst_cold) / trivial
     print(
         json.dumps(
@@ -202,8 +219,7 @@ def main() -> None:
                 "ratio": round(ratio, 2),
                 "warm_ratio": round(worst_warm / trivial, 2),
                 "cold_ratio": round(worst_cold / trivial, 2),
-                # Reported apart, not (yet) within the goal: see the module's docstring.
-                "search_ratio": round(figures["queue_search"]["p95_ms"] / trivial, 2),
+                "search_ratio": round(worst_search / trivial, 2),
                 "goal": GOAL,
                 "met": ratio <= GOAL,
             }

@@ -25,9 +25,15 @@ BLOCK = 5000
 DAYS = 30
 
 
+def order_entity(i: int) -> str:
+    """The order the `i`th seeded ticket is about: ten digits, as an order id has."""
+    return f"order-{i * 7_919 % 10**10:010d}"
+
+
 def seed_tickets(n: int, *, assignees=(), seed: int = 7, tickets_per_run: int = 4) -> IngestBatch:
     """`n` tickets spread over every reason, field, action, source, agent and ~200 families,
-    a fifth of them closed; inserted in blocks with bulk_create."""
+    a fifth of them closed, each conflict on its own order (`order_entity`); inserted in
+    blocks with bulk_create."""
     rng = random.Random(seed)
     batch = IngestBatch.objects.create(
         channel=IngestBatch.Channel.CLI, file_name="seeded.jsonl", content_sha256="0" * 64
@@ -59,6 +65,7 @@ def seed_tickets(n: int, *, assignees=(), seed: int = 7, tickets_per_run: int = 
                     run=run,
                     key=ticket_key("seeded", i),
                     kind=Ticket.Kind.CONFLICT if conflict else Ticket.Kind.FINDING,
+                    entity=order_entity(i) if conflict else None,
                     field=field if conflict else "",
                     finding_kind="" if conflict else reason,
                     reason=reason,

@@ -9,8 +9,10 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from django.conf import settings
+from django.contrib.postgres.indexes import GinIndex, OpClass
 from django.db import connection, models
 from django.db.models import Q
+from django.db.models.functions import Lower
 
 from reviewapp.engine import RecordError, decode_line, line_payload
 from reviewapp.models import guards
@@ -219,7 +221,9 @@ class Run(models.Model):
         constraints = [models.UniqueConstraint(fields=["run_id"], name="run_id_unique")]
         indexes = [
             # The few runs whose start moved, read by every refresh of the tallies.
-            models.Index(fields=["id"], condition=Q(clock_moved=True), name="run_clock_moved")
+            models.Index(fields=["id"], condition=Q(clock_moved=True), name="run_clock_moved"),
+            # The queue's search box: a fragment of a run id (review/filters.py: search).
+            GinIndex(OpClass(Lower("run_id"), name="gin_trgm_ops"), name="run_id_trigrams"),
         ]
 
     def __str__(self) -> str:

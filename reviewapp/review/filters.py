@@ -20,16 +20,21 @@ from datetime import date, datetime, time, timedelta
 from typing import Any, ClassVar
 
 from django.contrib.auth import get_user_model
-from django.db.models import Max, Q
+from django.contrib.postgres.expressions import ArraySubquery
+from django.db.models import Exists, Max, Q
+from django.db.models.functions import Lower
+from django.db.models.lookups import Contains
 from django.utils import timezone
 
 from reviewapp.models import (
     PolicyVersion,
     ProspectiveSettlement,
+    Run,
     TallyEntry,
     Ticket,
     policy_name,
 )
+from reviewapp.models.review import SearchText
 
 ASSIGNEE_ME, ASSIGNEE_NONE = "me", "unassigned"
 
@@ -266,22 +271,43 @@ def _before_day_after(column: str) -> Callable[[date, Any], Q]:
     return where
 
 
+# A fragment shorter than this is matched whole: no trigram of it could find it in an index.
+FRAGMENT = 3
+
+
 def search(found: str) -> Q:
-    """The tickets one search box finds: by number ("#42" or "42"), entity (an order id,
-    say), run id, source, agent or family fingerprint, each matched whole so that an index
-    or a short scan answers it."""
+    """The tickets one search box finds. An exact id first: a ticket's number ("#42", or
+    "42"), a run id or an entity (an order id, say), each whole, from their indexes. When
+    none is, text in the run id, entity, agent, sources or family (its fingerprint or
+    label), whatever the case: any fragment of three characters or more, a shorter one
+    whole, from the trigram indexes (models: ticket_search_text, run_id_trigrams). Never by
+    reading every ticket."""
     found = found.strip()
-    query = (
-        Q(entity=found)
-        | Q(run__run_id=found)
-        | Q(agent=found)
-        | Q(fingerprint=found)
-        | SOURCE.select(found, None)
-    )
     ticket = found.removeprefix("#")
-    if ticket.isdigit() and int(ticket) < 2**31:
-        query |= Q(pk=int(ticket))
-    return query
+    number = int(ticket) if ticket.isdigit() and int(ticket) < 2**31 else None
+    if number is not None and found.startswith("#"):
+        exact = Q(pk=number)  # "#42" names a ticket, and nothing else
+    else:
+        runs = Run.objects.filter(run_id=found).order_by()
+        exact = Q(entity=found) | Q(run__any=ArraySubquery(runs.values("pk")))
+        if number is not None:
+            exact |= Q(pk=number)
+    exactly = Ticket.objects.filter(exact).order_by()
+    lowered = found.lower()
+    fragment = len(found) >= FRAGMENT
+    text = Q(Contains(SearchText(), lowered if fragment else f"|{lowered}|"))
+    if fragment:
+        runs = Run.objects.filter(Contains(Lower("run_id"), lowered)).order_by()
+        text |= Q(run__any=ArraySubquery(runs.values("pk")))
+    # Only when nothing is found whole: PostgreSQL checks that once, before reading any
+    # trigram (a common one, "ord" of every order id, is in most tickets).
+    by_text = Ticket.objects.filter(text).exclude(Exists(exactly)).order_by()
+    # The tickets found, first and alone (arrays the planner has before it reads any
+    # other ticket): with the queue's order and page beside the search, it would otherwise
+    # walk the tickets in that order, testing each, and read them all when few match.
+    return Q(pk__any=ArraySubquery(exactly.values("pk"))) | Q(
+        pk__any=ArraySubquery(by_text.values("pk"))
+    )
 
 
 OUTCOMES = {
@@ -417,13 +443,20 @@ FILTERS: tuple[QueueFilter, ...] = (
         where=_in_tally,
         input=Input(type="month", title="the tickets counted in that month's tally"),
     ),
-    # The one search box: a ticket number, an entity (an order id), a run id, a source, an
-    # agent or a family's fingerprint, each matched whole (see `search`).
+    # The one search box: a ticket number, a run id or an entity (an order id) whole; else
+    # text in the run id, entity, agent, sources or family (see `search`).
     QueueFilter(
         name="q",
         label="Search",
         where=lambda found, user: search(found),
-        input=Input(type="search", size=18, placeholder="#, entity, run, source, agent"),
+        input=Input(
+            type="search",
+            size=18,
+            placeholder="#, run, entity, agent, source",
+            title="a ticket number (#42), a run id or an order id, whole; else text in the "
+            "run id, entity, agent, sources or family: three characters or more match "
+            "anywhere, fewer match a whole value; any case",
+        ),
     ),
     # The public id of the ingest batch that opened the tickets.
     QueueFilter(

@@ -36,6 +36,9 @@ QUEUE_VIEWS = [
     {"group": "family"},
     {"state": "any", "outcome": "unexplained", "month": "2026-09", "closed_cause": "replica-lag"},
     {"state": "closed", "closed_from": "2026-01-01", "closed_to": "2026-12-31"},
+    # The search box: an order id's fragment, then a ticket number beside filters.
+    {"state": "any", "q": "ORDER-000"},
+    {"q": "#42", "unsafe": "yes", "source": "erp"},
 ]
 
 

@@ -1,0 +1,157 @@
+"""The queue's search box (review/filters.py: search): what it finds, and that every kind of
+search is answered from an index, never by reading every ticket."""
+
+import re
+
+import pytest
+from django.db import connection
+from django.urls import reverse
+
+from reviewapp.models import Ticket
+from reviewapp.review.queue import filtered_tickets, queue_filters, queue_tickets
+from tests.seeding import seed_tickets
+
+pytestmark = pytest.mark.django_db
+
+
+def found(text: str) -> set[int]:
+    filters = queue_filters({"q": text, "state": "any"})
+    return set(filtered_tickets(filters, None).values_list("pk", flat=True))
+
+
+def tickets_where(**lookup) -> set[int]:
+    return set(Ticket.objects.filter(**lookup).values_list("pk", flat=True))
+
+
+@pytest.fixture
+def seeded():
+    seed_tickets(200)
+    return Ticket.objects.filter(kind="conflict").select_related("run").order_by("pk")[50]
+
+
+def test_a_fragment_of_an_order_id_finds_its_tickets_whatever_the_case(seeded):
+    digits = seeded.entity[9:15]
+    assert found(digits) == tickets_where(entity__contains=digits) and seeded.pk in found(digits)
+    assert found(f"DER-{seeded.entity[6:12]}") == tickets_where(
+        entity__contains=f"der-{seeded.entity[6:12]}"
+    )
+    # An order id whole finds that order's tickets alone, as before.
+    Ticket.objects.filter(pk=seeded.pk + 1).update(entity=f"{seeded.entity}-2")
+    assert found(seeded.entity) == tickets_where(entity=seeded.entity)
+    assert found(seeded.entity[1:]) == tickets_where(entity__contains=seeded.entity)
+
+
+def test_a_fragment_of_a_run_id_finds_the_run_and_its_tickets(seeded):
+    run_id = seeded.run.run_id
+    assert found(run_id) == tickets_where(run__run_id=run_id) and seeded.pk in found(run_id)
+    assert found(run_id[4:].upper()) == tickets_where(run__run_id__contains=run_id[4:])
+    # A run id whole finds that run's tickets alone, though it begins other runs' ids.
+    first = f"{run_id.rsplit('-', 1)[0]}-1"
+    assert found(first) == tickets_where(run__run_id=first)
+    assert tickets_where(run__run_id__startswith=f"{first}1") - found(first)
+
+
+def test_a_number_finds_its_ticket(seeded):
+    assert found(f"#{seeded.pk}") == {seeded.pk}
+    assert seeded.pk in found(str(seeded.pk))
+    assert found(f"#{10**9}") == set()
+
+
+def test_text_in_the_agent_sources_and_family_label_is_found(seeded):
+    assert found("STOCK-AG") == tickets_where(agent="stock-agent")
+    assert found("rp") == set()  # shorter than three: only a whole value
+    assert found("erp") == tickets_where(sources__contains="erp")
+    assert found("family 17") == tickets_where(fingerprint_label__startswith="seeded family 17")
+    assert found(seeded.fingerprint) == tickets_where(fingerprint=seeded.fingerprint)
+
+
+def test_a_value_shorter_than_three_characters_is_matched_whole(seeded):
+    Ticket.objects.filter(pk=seeded.pk).update(entity="A7")
+    Ticket.objects.filter(pk=seeded.pk + 1).update(entity="a77")
+    assert found("a7") == {seeded.pk}
+
+
+def test_wildcards_are_taken_as_they_are(seeded):
+    assert found("order-") == tickets_where(entity__isnull=False)
+    assert found("order_") == set()
+    assert found("%") == set() and found("_") == set() and found("%%%") == set()
+
+
+def test_the_search_box_says_what_it_matches(client, reviewer, seeded):
+    client.force_login(reviewer)
+    body = client.get(reverse("ticket-queue")).content.decode()
+    header = re.search(r'<input type="search" name="q"[^>]*>', body).group(0)
+    assert (
+        "A ticket number (#42), a run id or an order id, whole; else text in the run id" in header
+    )
+    assert "Three characters or more match anywhere in them; fewer match a whole value" in header
+
+
+SEARCHED_BY = {
+    # what is typed -> the index that must answer it
+    "number": ("{pk}", "reviewapp_ticket_pkey"),
+    "hash": ("#{pk}", "reviewapp_ticket_pkey"),
+    "run": ("{run_id}", "run_id_unique"),
+    "run fragment": ("{run_tail}", "run_id_trigrams"),
+    "order": ("{entity}", "ticket_entity"),
+    "order fragment": ("{entity_middle}", "ticket_search_text"),
+    "short whole value": ("ab", "ticket_search_text"),
+}
+
+
+def walks_the_tickets(plan: str) -> bool:
+    """Whether an index scan of the tickets is bounded by nothing the search found."""
+    lines = plan.splitlines()
+    return any(
+        re.search(r"Index (Only )?Scan (Backward )?using \w+ on reviewapp_ticket\b", line)
+        and not re.search(r"Index Cond: .*\bid = ANY|Index Cond: \(id = ", lines[i + 1])
+        for i, line in enumerate(lines[:-1])
+    )
+
+
+def test_every_kind_of_search_is_an_index_hit(reviewer):
+    seed_tickets(10_000, assignees=[reviewer])
+    ticket = Ticket.objects.filter(kind="conflict").select_related("run").order_by("pk")[5_000]
+    values = {
+        "pk": ticket.pk,
+        "run_id": ticket.run.run_id,
+        "run_tail": ticket.run.run_id[-6:],
+        "entity": ticket.entity,
+        "entity_middle": ticket.entity[9:16],
+    }
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE reviewapp_ticket")
+        cursor.execute("ANALYZE reviewapp_run")
+        # Ten thousand tickets are read faster whole than from an index; a million are not.
+        # Without the sequential scan, the plan shows whether an index can answer at all.
+        cursor.execute("SET LOCAL enable_seqscan = off")
+    for name, (typed, index) in SEARCHED_BY.items():
+        text = typed.format(**values)
+        for params in ({"q": text, "state": "any"}, {"q": text, "unsafe": "yes", "source": "erp"}):
+            filters = queue_filters(params)
+            page = queue_tickets(filters, reviewer)[:50].explain()
+            counted = filtered_tickets(filters, reviewer).values("reason").order_by().explain()
+            for plan in (page, counted):
+                assert "Seq Scan" not in plan, (name, plan)
+                assert re.search(rf"(Index Scan on|Scan using) {index}\b", plan), (name, plan)
+                # The tickets read by the ids found, not by walking every ticket in the
+                # queue's order and testing each.
+                assert not walks_the_tickets(plan), (name, plan)
+        assert ticket.pk in found(text) or name == "short whole value"
+
+
+def test_an_exact_id_reads_no_trigram(reviewer):
+    """Common trigrams ("ord" of every order id) are in most tickets: an id found whole is
+    all that is read."""
+    seed_tickets(2_000)
+    ticket = Ticket.objects.filter(kind="conflict").order_by("pk")[500]
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE reviewapp_ticket")
+        cursor.execute("SET LOCAL enable_seqscan = off")  # as on a large desk
+    for typed in (ticket.entity, f"#{ticket.pk}"):
+        plan = queue_tickets(queue_filters({"q": typed, "state": "any"}), reviewer).explain(
+            analyze=True
+        )
+        assert re.search(r"Bitmap Index Scan on ticket_search_text .*\(never executed\)", plan)
+    plan = queue_tickets(queue_filters({"q": ticket.entity[3:], "state": "any"}), reviewer)
+    assert "(never executed)" not in plan.explain(analyze=True).split("ticket_search_text")[1]
