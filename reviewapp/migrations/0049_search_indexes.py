@@ -11,7 +11,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('reviewapp', '0045_span_reports'),
+        ('reviewapp', '0048_ticket_marks_and_suggested_rules'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
