@@ -21,7 +21,8 @@ from typing import Any, ClassVar
 
 from django.contrib.auth import get_user_model
 from django.contrib.postgres.expressions import ArraySubquery
-from django.db.models import Exists, Max, Q
+from django.contrib.postgres.fields import ArrayField
+from django.db.models import Exists, Func, IntegerField, Max, Q
 from django.db.models.functions import Lower
 from django.db.models.lookups import Contains
 from django.utils import timezone
@@ -302,12 +303,17 @@ def search(found: str) -> Q:
     # Only when nothing is found whole: PostgreSQL checks that once, before reading any
     # trigram (a common one, "ord" of every order id, is in most tickets).
     by_text = Ticket.objects.filter(text).exclude(Exists(exactly)).order_by()
-    # The tickets found, first and alone (arrays the planner has before it reads any
+    # The tickets found, first and alone (one array the planner has before it reads any
     # other ticket): with the queue's order and page beside the search, it would otherwise
-    # walk the tickets in that order, testing each, and read them all when few match.
-    return Q(pk__any=ArraySubquery(exactly.values("pk"))) | Q(
-        pk__any=ArraySubquery(by_text.values("pk"))
+    # walk the tickets in that order, testing each, and read them all when few match. One
+    # array, not two ORed: an OR of two could still be planned as that walk.
+    found_ids = Func(
+        ArraySubquery(exactly.values("pk")),
+        ArraySubquery(by_text.values("pk")),
+        function="array_cat",
+        output_field=ArrayField(IntegerField()),
     )
+    return Q(pk__any=found_ids)
 
 
 OUTCOMES = {
