@@ -303,17 +303,11 @@ def search(found: str) -> Q:
     # Only when nothing is found whole: PostgreSQL checks that once, before reading any
     # trigram (a common one, "ord" of every order id, is in most tickets).
     by_text = Ticket.objects.filter(text).exclude(Exists(exactly)).order_by()
-    # The tickets found, first and alone (one array the planner has before it reads any
-    # other ticket): with the queue's order and page beside the search, it would otherwise
-    # walk the tickets in that order, testing each, and read them all when few match. One
-    # array, not two ORed: an OR of two could still be planned as that walk.
-    found_ids = Func(
-        ArraySubquery(exactly.values("pk")),
-        ArraySubquery(by_text.values("pk")),
-        function="array_cat",
-        output_field=ArrayField(IntegerField()),
-    )
-    return Q(pk__any=found_ids)
+    # The tickets found, first and alone, as one array the planner has before it reads any
+    # other ticket (else, with the queue's order and page, it may walk every ticket).
+    exact_ids, text_ids = ArraySubquery(exactly.values("pk")), ArraySubquery(by_text.values("pk"))
+    ids = ArrayField(IntegerField())
+    return Q(pk__any=Func(exact_ids, text_ids, function="array_cat", output_field=ids))
 
 
 OUTCOMES = {
