@@ -3,6 +3,8 @@ run again raises nothing, and queues no second delivery."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.utils import timezone
 
@@ -83,6 +85,22 @@ def test_a_family_without_open_tickets_or_not_new_is_not_alerted(tmp_path, revie
     )
     assert not outcome.refused
     assert detect_new_families() == []
+
+
+def test_a_family_whose_first_ticket_is_older_than_the_window_is_not_new(tmp_path, everywhere):
+    month_runs(tmp_path, {month_key(current_month()): 2})
+    first = Ticket.objects.order_by("created_at", "id").first()
+    Ticket.objects.filter(pk=first.pk).update(created_at=timezone.now() - timedelta(days=3))
+    # Its other ticket is new, and open: the family is not.
+    assert Ticket.objects.filter(created_at__gte=timezone.now() - timedelta(hours=24)).exists()
+    assert detect_new_families() == []
+
+
+def test_a_new_family_is_titled_by_its_first_tickets_label(tmp_path, everywhere):
+    month_runs(tmp_path, {month_key(current_month()): 2})
+    first = Ticket.objects.order_by("created_at", "id").first()
+    (alert,) = detect_new_families()
+    assert alert.title == f"New family of tickets: {first.fingerprint_label}"
 
 
 def answers(action: str, mode: str, **decisions: int) -> None:
