@@ -4,46 +4,48 @@ default."""
 
 import json
 import os
+from collections.abc import Callable
 
 from django.core.exceptions import ImproperlyConfigured
 
 
-def env_bool(name: str, default: bool) -> bool:
+def _parsed[T](name: str, default: T, parse: Callable[[str], T], what: str) -> T:
+    """The variable read by `parse`; unset or empty is `default`, a value `parse` refuses
+    stops the start, naming the variable and what it must be."""
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
+    try:
+        return parse(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be {what}, got {raw!r}") from exc
+
+
+def _boolean(raw: str) -> bool:
     if raw.lower() in ("1", "true", "yes", "on"):
         return True
     if raw.lower() in ("0", "false", "no", "off"):
         return False
-    raise ImproperlyConfigured(f"{name} must be a boolean, got {raw!r}")
+    raise ValueError(raw)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    return _parsed(name, default, _boolean, "a boolean")
 
 
 def env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"{name} must be an integer, got {raw!r}") from exc
-
-
-def env_list(name: str, default: list[str]) -> list[str]:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    return [item.strip() for item in raw.split(",") if item.strip()]
+    return _parsed(name, default, int, "an integer")
 
 
 def env_float(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return float(raw)
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"{name} must be a number, got {raw!r}") from exc
+    return _parsed(name, default, float, "a number")
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    def items(raw: str) -> list[str]:
+        return [item.strip() for item in raw.split(",") if item.strip()]
+
+    return _parsed(name, default, items, "a comma-separated list")
 
 
 def env_days_by_source(name: str) -> dict[str, int]:
