@@ -74,6 +74,15 @@ def fresh_cache():
     cache.clear()
 
 
+@pytest.fixture(scope="module")
+def browser():
+    """Real headless Chromium, one per test module (tests/browser.py)."""
+    from tests.browser import chromium
+
+    with chromium() as browser:
+        yield browser
+
+
 @pytest.fixture
 def desk(tmp_path):
     """Conflict tickets of a small ingested trace, by run id."""

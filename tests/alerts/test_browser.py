@@ -8,16 +8,10 @@ from reviewapp.alerts import raise_alert
 from reviewapp.alerts.delivery import deliver
 from reviewapp.models import AlertDelivery, AlertDestination
 from tests.alerts.receivers import SECRET, webhook_receiver
-from tests.browser import chromium, watched_page
+from tests.browser import watched_page
 from tests.review.test_browser import serious_violations
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as browser:
-        yield browser
 
 
 def test_an_admin_adds_a_webhook_subscribes_it_and_sees_its_delivery(

@@ -3,15 +3,9 @@
 import pytest
 
 from reviewapp.models import PolicyVersion, RuleProposal
-from tests.browser import chromium, log_in
+from tests.browser import log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as browser:
-        yield browser
 
 
 def test_a_decision_goes_from_proposal_to_published_version(

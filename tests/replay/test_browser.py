@@ -9,18 +9,12 @@ import pytest
 from reviewapp.models import FixtureSet, ReplayJob, Ticket
 from reviewapp.policy.versions import proposal_decide
 from reviewapp.replay.impact import proposal_impact_start
-from tests.browser import chromium, log_in
+from tests.browser import log_in
 from tests.replay.conftest import propose_owner
 from tests.replay.test_own_impact import address_compared, owner_proposal, publish, two_field_run
 from tests.seeding import ingest_lines
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as browser:
-        yield browser
 
 
 def test_freeze_a_family_replay_it_against_the_draft_and_open_a_changed_group(

@@ -16,7 +16,7 @@ from django.utils import timezone
 from reviewapp.models import Run
 from reviewapp.reports.entries import tallies_refresh
 from reviewapp.review.changes import ticket_close
-from tests.browser import chromium, watched_page
+from tests.browser import watched_page
 from tests.ingest.test_run_start import (
     AGENT_START,
     ingest_text,
@@ -28,12 +28,6 @@ from tests.reports.traces import month_runs, tickets_of
 from tests.workers import celery_worker
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as browser:
-        yield browser
 
 
 @pytest.fixture

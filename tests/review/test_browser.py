@@ -10,23 +10,10 @@ from django.core.cache import cache
 from reviewapp.accounts.roles import account_raw_access_set
 from reviewapp.models import AuditEvent, Ticket
 from reviewapp.review import changes
-from tests.browser import chromium, watched_page
-from tests.seeding import desk_lines, ingest_lines, review_desk_trace
+from tests.browser import watched_page
+from tests.seeding import desk_lines, ingest_lines
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as browser:
-        yield browser
-
-
-@pytest.fixture
-def desk(tmp_path):
-    cache.clear()
-    ingest_lines(tmp_path, review_desk_trace())
-    return {t.run.run_id: t for t in Ticket.objects.filter(kind="conflict").select_related("run")}
 
 
 @pytest.fixture

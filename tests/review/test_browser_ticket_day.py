@@ -6,30 +6,16 @@ that stay), and a phone shows the verdict and the work panel first."""
 import re
 
 import pytest
-from django.core.cache import cache
 
 from reviewapp.models import RuleProposal, Ticket
 from reviewapp.policy.settlements import settlements_label
 from reviewapp.policy.versions import policy_version_publish, proposal_create, proposal_decide
 from reviewapp.replay.fixtures import freeze_ticket
-from tests.browser import chromium, watched_page
+from tests.browser import watched_page
 from tests.review.test_browser import WIDER_THAN_THE_WINDOW, serious_violations
-from tests.seeding import desk_lines, ingest_lines, review_desk_trace
+from tests.seeding import desk_lines, ingest_lines
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as browser:
-        yield browser
-
-
-@pytest.fixture
-def desk(tmp_path):
-    cache.clear()
-    ingest_lines(tmp_path, review_desk_trace())
-    return {t.run.run_id: t for t in Ticket.objects.filter(kind="conflict").select_related("run")}
 
 
 @pytest.fixture

@@ -12,17 +12,11 @@ from reviewapp.policy.versions import (
     policy_version_publish,
     proposal_decide,
 )
-from tests.browser import chromium, watched_page
+from tests.browser import watched_page
 from tests.paths import SPEC
 from tests.seeding import desk_lines, ingest_lines, line
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as browser:
-        yield browser
 
 
 @pytest.fixture

@@ -10,17 +10,11 @@ from reviewapp.demo.corpus import DEMO_POLICY, demo_lines
 from reviewapp.infra.days import Window
 from reviewapp.models import ShadowBatch, ShadowDesignation
 from reviewapp.policy.versions import policy_document_import, proposal_decide
-from tests.browser import chromium, watched_page
+from tests.browser import watched_page
 from tests.shadow import brute
 from tests.shadow.conftest import demo_month, publish, shadow_document
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as browser:
-        yield browser
 
 
 @pytest.fixture

@@ -7,17 +7,11 @@ import pytest
 from django.core.cache import cache
 
 from reviewapp.models import PolicyVersion, RuleProposal, RuleSuggestion, Ticket, TicketMark
-from tests.browser import chromium, log_in, watched_page
+from tests.browser import log_in, watched_page
 from tests.seeding import ingest_lines, owned_run
 from tests.workers import celery_worker, wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as browser:
-        yield browser
 
 
 def test_five_marks_make_a_suggestion_that_becomes_a_published_rule(
