@@ -101,7 +101,7 @@ def seed(n: int, first_views: int) -> tuple[dict[str, str], list[str]]:
         "ticket": reverse("ticket-detail", args=[ticket.pk]),
         # The run page (its whole timeline, read every time).
         "run": reverse("run-detail", args=[ticket.run_id]),
-        # The search box (review/filters.py: search): a ticket's number; a run's id; the
+        # The search box (review/search.py): a ticket's number; a run's id; the
         # real desk's order id (also the start of a thousand seeded ones at 1,000,000
         # tickets); seven digits from the middle of a seeded order id (a few tickets); the
         # real order id again, beside filters.

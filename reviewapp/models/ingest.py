@@ -222,7 +222,7 @@ class Run(models.Model):
         indexes = [
             # The few runs whose start moved, read by every refresh of the tallies.
             models.Index(fields=["id"], condition=Q(clock_moved=True), name="run_clock_moved"),
-            # The queue's search box: a fragment of a run id (review/filters.py: search).
+            # The queue's search box: a fragment of a run id (review/search.py).
             GinIndex(OpClass(Lower("run_id"), name="gin_trgm_ops"), name="run_id_trigrams"),
         ]
 

@@ -150,7 +150,7 @@ class Ticket(models.Model):
             models.Index(
                 fields=["state", "reason", "-created_at", "-id"], name="ticket_reason_newest"
             ),
-            # The search box (review/filters.py: search): an entity (an order id) whole, and
+            # The search box (review/search.py): an entity (an order id) whole, and
             # a fragment of three characters or more, or a whole value, of the text it reads.
             models.Index(fields=["entity"], name="ticket_entity"),
             GinIndex(OpClass(SearchText(), name="gin_trgm_ops"), name="ticket_search_text"),

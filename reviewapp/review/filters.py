@@ -20,22 +20,17 @@ from datetime import date, datetime, time, timedelta
 from typing import Any, ClassVar
 
 from django.contrib.auth import get_user_model
-from django.contrib.postgres.expressions import ArraySubquery
-from django.contrib.postgres.fields import ArrayField
-from django.db.models import Exists, Func, IntegerField, Max, Q
-from django.db.models.functions import Lower
-from django.db.models.lookups import Contains
+from django.db.models import Max, Q
 from django.utils import timezone
 
 from reviewapp.models import (
     PolicyVersion,
     ProspectiveSettlement,
-    Run,
     TallyEntry,
     Ticket,
     policy_name,
 )
-from reviewapp.models.review import SearchText
+from reviewapp.review.search import search
 
 ASSIGNEE_ME, ASSIGNEE_NONE = "me", "unassigned"
 
@@ -270,44 +265,6 @@ def _before_day_after(column: str) -> Callable[[date, Any], Q]:
         return Q(**{f"{column}__lt": _day_start(last + timedelta(days=1))})
 
     return where
-
-
-# A fragment shorter than this is matched whole: no trigram of it could find it in an index.
-FRAGMENT = 3
-
-
-def search(found: str) -> Q:
-    """The tickets one search box finds. An exact id first: a ticket's number ("#42", or
-    "42"), a run id or an entity (an order id, say), each whole, from their indexes. When
-    none is, text in the run id, entity, agent, sources or family (its fingerprint or
-    label), whatever the case: any fragment of three characters or more, a shorter one
-    whole, from the trigram indexes (models: ticket_search_text, run_id_trigrams). Never by
-    reading every ticket."""
-    found = found.strip()
-    ticket = found.removeprefix("#")
-    number = int(ticket) if ticket.isdigit() and int(ticket) < 2**31 else None
-    if number is not None and found.startswith("#"):
-        exact = Q(pk=number)  # "#42" names a ticket, and nothing else
-    else:
-        runs = Run.objects.filter(run_id=found).order_by()
-        exact = Q(entity=found) | Q(run__any=ArraySubquery(runs.values("pk")))
-        if number is not None:
-            exact |= Q(pk=number)
-    exactly = Ticket.objects.filter(exact).order_by()
-    lowered = found.lower()
-    fragment = len(found) >= FRAGMENT
-    text = Q(Contains(SearchText(), lowered if fragment else f"|{lowered}|"))
-    if fragment:
-        runs = Run.objects.filter(Contains(Lower("run_id"), lowered)).order_by()
-        text |= Q(run__any=ArraySubquery(runs.values("pk")))
-    # Only when nothing is found whole: PostgreSQL checks that once, before reading any
-    # trigram (a common one, "ord" of every order id, is in most tickets).
-    by_text = Ticket.objects.filter(text).exclude(Exists(exactly)).order_by()
-    # The tickets found, first and alone, as one array the planner has before it reads any
-    # other ticket (else, with the queue's order and page, it may walk every ticket).
-    exact_ids, text_ids = ArraySubquery(exactly.values("pk")), ArraySubquery(by_text.values("pk"))
-    ids = ArrayField(IntegerField())
-    return Q(pk__any=Func(exact_ids, text_ids, function="array_cat", output_field=ids))
 
 
 OUTCOMES = {

@@ -1,14 +1,18 @@
-"""The queue's search box (review/filters.py: search): what it finds, and that every kind of
+"""The queue's search box (review/search.py): what it finds, and that every kind of
 search is answered from an index, never by reading every ticket."""
 
 import re
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from reviewapp.models import Ticket
+from reviewapp.review import search as search_module
+from reviewapp.review.changes import ticket_close
 from reviewapp.review.queue import filtered_tickets, queue_filters, queue_tickets
+from reviewapp.review.search import KEPT_AT_MOST, found_ids
 from tests.seeding import seed_tickets
 
 pytestmark = pytest.mark.django_db
@@ -117,16 +121,14 @@ def test_every_kind_of_search_is_an_index_hit(reviewer):
         cursor.execute("SET LOCAL enable_seqscan = off")
     for name, (typed, index) in SEARCHED_BY.items():
         text = typed.format(**values)
-        for params in ({"q": text, "state": "any"}, {"q": text, "unsafe": "yes", "source": "erp"}):
+        for params in ({"state": "any"}, {"unsafe": "yes", "source": "erp"}):
             filters = queue_filters(params)
-            page = queue_tickets(filters, reviewer)[:50].explain(analyze=True)
-            counted = (
-                filtered_tickets(filters, reviewer)
-                .values("reason")
-                .order_by()
-                .explain(analyze=True)
-            )
-            for plan in (page, counted):
+            # The search kept (its ids), and the queue with a search not kept (its query).
+            finding = Ticket.objects.filter(pk__any=found_ids(text, at_most=KEPT_AT_MOST + 1))
+            page = queue_tickets(filters, reviewer).filter(pk__any=found_ids(text))[:50]
+            counted = filtered_tickets(filters, reviewer).filter(pk__any=found_ids(text))
+            for query in (finding.order_by(), page, counted.values("reason").order_by()):
+                plan = query.explain(analyze=True)
                 assert "Seq Scan" not in plan, (name, plan)
                 # What the executed plan did, not its shape (at this size, and with the
                 # statistics ANALYZE gathers, PostgreSQL picks among several good ones): the
@@ -134,8 +136,51 @@ def test_every_kind_of_search_is_an_index_hit(reviewer):
                 assert re.search(rf"(Index Scan on|Scan using) {index}\b", plan) or (
                     index == "reviewapp_ticket_pkey" and "Index Scan" in plan
                 ), (name, plan)
+            # The queue with the search kept reads the tickets found by their ids, in an
+            # index (the primary key's, or the queue's order's with the ids in its condition).
+            searched = queue_filters({**params, "q": text})
+            plan = queue_tickets(searched, reviewer)[:50].explain(analyze=True)
+            assert "Seq Scan" not in plan, (name, plan)
+            assert re.search(r"Index Cond: .*\bid = ANY", plan), (name, plan)
 
         assert ticket.pk in found(text) or name == "short whole value"
+
+
+def reads_a_trigram(queries) -> bool:
+    return any(" LIKE " in query["sql"] for query in queries)
+
+
+def test_a_search_is_kept_until_a_ticket_is_opened(seeded, reviewer):
+    fragment = seeded.entity[9:16]
+    with CaptureQueriesContext(connection) as first:
+        assert found(fragment) == {seeded.pk}
+    with CaptureQueriesContext(connection) as again:
+        assert found(fragment) == {seeded.pk}
+    assert reads_a_trigram(first.captured_queries)
+    assert not reads_a_trigram(again.captured_queries)
+    # Work on tickets changes no text a search reads: the search is not made again.
+    ticket_close(seeded, revision=seeded.revision, actor=reviewer, resolution="unexplained")
+    with CaptureQueriesContext(connection) as after_a_close:
+        assert found(fragment) == {seeded.pk}
+    assert not reads_a_trigram(after_a_close.captured_queries)
+    # A ticket opened is: it is found at once.
+    opened = Ticket.objects.get(pk=seeded.pk)
+    opened.pk, opened.entity, opened.state = None, f"{seeded.entity}-b", Ticket.State.OPEN
+    opened.key = seeded.key[:-2] + "-b"
+    opened.save()
+    with CaptureQueriesContext(connection) as after_an_open:
+        assert found(fragment) == {seeded.pk, opened.pk}
+    assert reads_a_trigram(after_an_open.captured_queries)
+
+
+def test_a_search_finding_more_than_is_kept_is_made_each_time(seeded, monkeypatch):
+    monkeypatch.setattr(search_module, "KEPT_AT_MOST", 3)
+    common = seeded.entity[:9]  # "order-000": the start of many order ids
+    assert len(tickets_where(entity__contains=common)) > 3
+    for _ in range(2):
+        with CaptureQueriesContext(connection) as searched:
+            assert found(common) == tickets_where(entity__contains=common)
+        assert reads_a_trigram(searched.captured_queries)
 
 
 def test_an_exact_id_reads_no_trigram(reviewer):
@@ -147,9 +192,7 @@ def test_an_exact_id_reads_no_trigram(reviewer):
         cursor.execute("ANALYZE reviewapp_ticket")
         cursor.execute("SET LOCAL enable_seqscan = off")  # as on a large desk
     for typed in (ticket.entity, f"#{ticket.pk}"):
-        plan = queue_tickets(queue_filters({"q": typed, "state": "any"}), reviewer).explain(
-            analyze=True
-        )
+        plan = Ticket.objects.filter(pk__any=found_ids(typed)).explain(analyze=True)
         assert re.search(r"Bitmap Index Scan on ticket_search_text .*\(never executed\)", plan)
-    plan = queue_tickets(queue_filters({"q": ticket.entity[3:], "state": "any"}), reviewer)
-    assert "(never executed)" not in plan.explain(analyze=True).split("ticket_search_text")[1]
+    plan = Ticket.objects.filter(pk__any=found_ids(ticket.entity[3:])).explain(analyze=True)
+    assert "(never executed)" not in plan.split("ticket_search_text")[1]
