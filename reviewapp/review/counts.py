@@ -35,9 +35,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import cast
 
+import msgspec
 from django.contrib.auth import get_user_model
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
-from django.db.models import Count, Field, QuerySet, Sum
+from django.db.models import Count, Field, QuerySet, Sum, TextField
+from django.db.models.functions import Cast
 
 from reviewapp.infra.locks import transaction_lock
 from reviewapp.models import Ticket, TicketCombinationDelta, TicketFacetDelta
@@ -151,44 +153,40 @@ FOLD_COMBINATION_ROWS_AFTER = 1000
 
 def _combined_facets(filters: QueueFilters, user) -> Facets:
     """The counts within `filters` (on counted filters only), summed from the kept
-    combinations they select (JSON containment: each filter's `wanted` value), in one
-    statement that reads those combinations once and sums them per filter and value."""
+    combinations they select (JSON containment: each filter's `wanted` value). The rows are
+    read as they are and summed here: PostgreSQL sorting them by combination and taking
+    each apart took twice as long (benchmarks/pages.py --n 1000000, queue_filtered)."""
     wanted = {
         item.name: item.wanted(getattr(filters, item.name), user)
         for item in defined.counted()
         if getattr(filters, item.name) not in ("", None)
     }
-    combinations = (
-        TicketCombinationDelta.objects.filter(combination__contains=wanted)
-        .values("combination")
-        .annotate(net=Sum("tickets"), kept_rows=Count("pk"))
-        .values_list("combination", "net", "kept_rows")
-    )
-    inner, params = combinations.query.sql_with_params()
-    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
-        cursor.execute(
-            # Per filter and value: the tickets, the rows summed, the combinations alive.
-            f"SELECT counted.key, counted_value, CAST(SUM(net) AS BIGINT), "
-            f"CAST(SUM(kept_rows) AS BIGINT), COUNT(*) FILTER (WHERE net <> 0) "
-            f"FROM ({inner}) AS kept (combination, net, kept_rows) "
-            f"CROSS JOIN LATERAL jsonb_each(kept.combination) AS counted "
-            f"CROSS JOIN LATERAL jsonb_array_elements_text(CASE jsonb_typeof(counted.value) "
-            f"WHEN 'array' THEN counted.value ELSE jsonb_build_array(counted.value) END) "
-            f"AS counted_value GROUP BY 1, 2",
-            params,
-        )
-        found = cursor.fetchall()
-    # Every combination has one value of _whole(): its rows count each combination once.
-    whole = _whole()
-    read = sum(rows for name, _, _, rows, _ in found if name == whole)
-    alive = sum(live for name, _, _, _, live in found if name == whole)
-    if read - alive > FOLD_COMBINATION_ROWS_AFTER:
+    kept = TicketCombinationDelta.objects.filter(combination__contains=wanted)
+    # Each combination as jsonb's own text (the same combination, the same text), as it is:
+    # psycopg would parse every row's JSON, and a combination's rows are summed first.
+    rows = kept.annotate(text=Cast("combination", TextField())).values_list("text", "tickets")
+    net: Counter[str] = Counter()
+    for combination, tickets in rows:
+        net[combination] += tickets
+    alive = [(combination, n) for combination, n in net.items() if n]
+    if len(rows) - len(alive) > FOLD_COMBINATION_ROWS_AFTER:
         fold_combination_deltas()
     tallies = _tallies()
-    for name, value, n, _, _ in found:
-        if n and name in tallies:
-            tallies[name][value] += n
+    combinations = _decode_combinations(f"[{','.join(text for text, _ in alive)}]")
+    for combination, (_, n) in zip(combinations, alive, strict=True):
+        for name, values in combination.items():
+            tally = tallies.get(name)
+            if tally is None:
+                continue
+            if isinstance(values, str):
+                tally[values] += n
+            else:
+                for value in values:
+                    tally[value] += n
     return _facets(tallies)
+
+
+_decode_combinations = msgspec.json.Decoder(list[dict[str, str | list[str]]]).decode
 
 
 def fold_kept_counts() -> None:
