@@ -172,10 +172,17 @@ def _combined_facets(filters: QueueFilters, user) -> Facets:
     if len(rows) - len(alive) > FOLD_COMBINATION_ROWS_AFTER:
         fold_combination_deltas()
     tallies = _tallies()
+    # A filter set to one value counts every ticket there: only the others are summed.
+    single = {name for name, value in wanted.items() if isinstance(value, str)}
+    total = sum(n for _, n in alive)
+    for name in single:
+        if total:
+            tallies[name][wanted[name]] = total
+    summed = {name: tally for name, tally in tallies.items() if name not in single}
     combinations = _decode_combinations(f"[{','.join(text for text, _ in alive)}]")
     for combination, (_, n) in zip(combinations, alive, strict=True):
         for name, values in combination.items():
-            tally = tallies.get(name)
+            tally = summed.get(name)
             if tally is None:
                 continue
             if isinstance(values, str):

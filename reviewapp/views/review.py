@@ -72,6 +72,8 @@ def ticket_queue(request: HtmxHttpRequest) -> HttpResponse:
         ),
         "sorts": queue.SORT_LABELS,
         "query": urlencode(filters.as_params()),
+        # The filter form is kept per filters and this (a version is one of its choices).
+        "newest_policy_number": stamp.DataStamp.from_text(facets.seen).newest_policy_number,
         "page": page,
         "families": SimpleLazyObject(lambda: _family_rows(filters, request.user, facets.version)),
         "families_shown": FAMILIES_SHOWN,

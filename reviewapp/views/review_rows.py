@@ -143,30 +143,28 @@ def rows_rendered(
     """Each ticket's row (queue_rows) as its partial renders it; with `can_work`, starting
     with the checkbox that selects it ("id:revision") for a bulk change. A row is kept for
     CACHE_SECONDS under all it shows: its ticket's revision (every change makes a new one),
-    whether its run was judged again, the queue its link carries, the checkbox."""
+    whether its run was judged again, the queue its link carries, the checkbox. Only the
+    rows not kept are made (queue_rows) and rendered."""
     tickets = list(tickets)
-    rows = queue_rows(tickets, queue_query=queue_query)
     queue = hashlib.sha256(queue_query.encode()).hexdigest()[:16]
     keys = [
-        f"queue-row:2:{row['pk']}:{row['revision']}:{row['judged_again']:d}:{can_work:d}:{queue}"
-        for row in rows
+        f"queue-row:2:{ticket['pk']}:{ticket['revision']}:"
+        f"{judged_again(ticket['judgement_id'], ticket['run__current_judgement_id']):d}:"
+        f"{can_work:d}:{queue}"
+        for ticket in tickets
     ]
     kept = cache.get_many(keys)
-    # What each finding found, read (one query) for the rows rendered now only.
-    found = finding_summaries(
-        ticket
-        for ticket, key in zip(tickets, keys, strict=True)
-        if key not in kept and ticket["kind"] == "finding"
-    )
-    for row in rows:
-        row["found"] = found.get(row["pk"], "")
-    template = get_template("review/queue.html#ticket-row")
-    fresh = {
-        # What a template renders is safe already: it escaped every value.
-        key: cast(SafeString, template.render({"row": row, "can_work": can_work}))
-        for key, row in zip(keys, rows, strict=True)
-        if key not in kept
-    }
-    if fresh:
+    missing = [(key, ticket) for key, ticket in zip(keys, tickets, strict=True) if key not in kept]
+    fresh: dict[str, SafeString] = {}
+    if missing:
+        unkept = [ticket for _, ticket in missing]
+        rows = queue_rows(unkept, queue_query=queue_query)
+        # What each finding found, read (one query) for the rows rendered now only.
+        found = finding_summaries(ticket for ticket in unkept if ticket["kind"] == "finding")
+        template = get_template("review/queue.html#ticket-row")
+        for (key, _), row in zip(missing, rows, strict=True):
+            row["found"] = found.get(row["pk"], "")
+            # What a template renders is safe already: it escaped every value.
+            fresh[key] = cast(SafeString, template.render({"row": row, "can_work": can_work}))
         cache.set_many(fresh, CACHE_SECONDS)
     return [kept.get(key) or fresh[key] for key in keys]
