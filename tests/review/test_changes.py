@@ -306,6 +306,33 @@ def test_beat_folds_the_kept_counts_every_minute(
     assert [combined_and_counted(params, reviewer)[0] for params in COMBINED_FILTERS] == before
 
 
+def test_combined_counts_are_summed_again_only_when_a_ticket_they_count_changes(
+    seeded, reviewer, monkeypatch
+):
+    summed = []
+    sum_them = counts._combined_facets
+    monkeypatch.setattr(
+        counts, "_combined_facets", lambda *args: summed.append(args) or sum_them(*args)
+    )
+    filters = queue.queue_filters({"reason": "partial-result", "source": "erp"})
+    selected = set(queue.filtered_tickets(filters, reviewer).values_list("pk", flat=True))
+    before = counts.facet_counts(filters, reviewer)
+    outside = next(t for t in seeded if t.state == "open" and t.pk not in selected)
+    changes.ticket_close(
+        outside, revision=outside.revision, actor=reviewer, resolution="unexplained"
+    )
+    after = counts.facet_counts(filters, reviewer)
+    # The data stamp names new data; the counts of these filters are as they were.
+    assert after.seen != before.seen and after.counted_as == before.counted_as
+    assert after.counts == before.counts and len(summed) == 1
+    inside = next(t for t in seeded if t.state == "open" and t.pk in selected)
+    changes.ticket_close(inside, revision=inside.revision, actor=reviewer, resolution="unexplained")
+    changed = counts.facet_counts(filters, reviewer)
+    assert changed.counted_as != before.counted_as and len(summed) == 2
+    assert changed.total == before.total - 1
+    assert changed.counts == counts._count_facets(queue.filtered_tickets(filters, reviewer)).counts
+
+
 def test_reading_many_unfolded_combinations_folds_them(seeded, reviewer, monkeypatch):
     monkeypatch.setattr(counts, "FOLD_COMBINATION_ROWS_AFTER", 0)
     changes.tickets_assign(
