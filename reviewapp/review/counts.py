@@ -37,16 +37,18 @@ from typing import cast
 
 import msgspec
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.models import Count, Field, QuerySet, Sum, TextField
 from django.db.models.functions import Cast
+from psycopg.types.json import Jsonb
 
 from reviewapp.infra.locks import transaction_lock
 from reviewapp.models import Ticket, TicketCombinationDelta, TicketFacetDelta
 from reviewapp.review import filters as defined
 from reviewapp.review.filters import ASSIGNEE_NONE
 from reviewapp.review.queue import QueueFilters, filtered_tickets, queue_version
-from reviewapp.review.stamp import cached, data_stamp
+from reviewapp.review.stamp import CACHE_SECONDS, cached, data_stamp
 
 # The tables the counts are kept in (a bulk load vacuums them, as autovacuum would).
 KEPT = (TicketFacetDelta, TicketCombinationDelta)
@@ -97,28 +99,36 @@ def facet_counts(filters: QueueFilters, user) -> Facets:
 
 
 def _combined_facets_kept(filters: QueueFilters, user) -> Facets:
-    """_combined_facets, kept under the newest of the kept rows they sum (the rows are only
-    ever added, or all replaced by a fold): a change to tickets these filters do not select
-    leaves them as they are, where the data stamp would name new data. Finding the newest
-    row costs a third of summing them at 1,000,000 tickets (benchmarks/pages.py,
-    queue_filtered_cold). A row committed out of id order is counted after CACHE_SECONDS,
+    """_combined_facets, kept while no kept row they sum is added (rows are only ever
+    appended, or all written again by a fold, as new rows): a change to tickets these
+    filters do not select leaves them as they are, where the data stamp would name new
+    data. Whether a row was added is one look at the rows appended since (few: at most
+    CACHE_SECONDS of them). A row committed out of id order is counted after CACHE_SECONDS,
     as with the data stamp."""
     wanted = _wanted(filters, user)
-    rows, params = (
-        TicketCombinationDelta.objects.filter(combination__contains=wanted)
-        .values_list("pk")
-        .query.sql_with_params()
-    )
+    named = hashlib.sha256(msgspec.json.encode(sorted(wanted.items()))).hexdigest()
+    key = f"tickets:combined:{named}"
+    kept = cache.get(key)
+    if kept is None or _added_since(kept[0], wanted):
+        facets, newest = _sum_combinations(wanted)
+        kept = (newest, facets)
+        cache.set(key, kept, CACHE_SECONDS)
+    newest, facets = kept
+    return replace(facets, counted_as=f"{named}:{newest}")
+
+
+def _added_since(newest: int, wanted: dict) -> bool:
+    """Whether a kept row with these values was appended after row `newest`."""
+    table = TicketCombinationDelta._meta.db_table
     with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
-        # OFFSET 0: the rows from the containment index first; else PostgreSQL may walk the
-        # primary key backwards through every row for the one that is newest.
-        cursor.execute(f"SELECT MAX(kept.id) FROM ({rows} OFFSET 0) AS kept (id)", params)
-        (newest,) = cursor.fetchone()
-    named = hashlib.sha256(msgspec.json.encode([sorted(wanted.items()), newest or 0])).hexdigest()
-    return replace(
-        cached(f"tickets:combined:{named}", lambda: _combined_facets(filters, user)),
-        counted_as=named,
-    )
+        # OFFSET 0: the rows after `newest` first, from the primary key; else PostgreSQL may
+        # read every row with these values from the containment index.
+        cursor.execute(
+            f"SELECT EXISTS (SELECT FROM (SELECT combination FROM {table} WHERE id > %s "
+            f"OFFSET 0) AS added WHERE added.combination @> %s)",
+            [newest, Jsonb(wanted)],
+        )
+        return cursor.fetchone()[0]
 
 
 def _wanted(filters: QueueFilters, user) -> dict:
@@ -194,17 +204,23 @@ FOLD_COMBINATION_ROWS_AFTER = 1000
 
 def _combined_facets(filters: QueueFilters, user) -> Facets:
     """The counts within `filters` (on counted filters only), summed from the kept
-    combinations they select (JSON containment: each filter's `wanted` value). The rows are
-    read as they are and summed here: PostgreSQL sorting them by combination and taking
-    each apart took twice as long (benchmarks/pages.py --n 1000000, queue_filtered)."""
-    wanted = _wanted(filters, user)
+    combinations they select (JSON containment: each filter's `wanted` value)."""
+    return _sum_combinations(_wanted(filters, user))[0]
+
+
+def _sum_combinations(wanted: dict) -> tuple[Facets, int]:
+    """The counts of the kept combinations holding `wanted`, and the newest row summed. The
+    rows are read as they are and summed here: PostgreSQL sorting them by combination and
+    taking each apart took twice as long (benchmarks/pages.py --n 1000000)."""
     kept = TicketCombinationDelta.objects.filter(combination__contains=wanted)
     # Each combination as jsonb's own text (the same combination, the same text), as it is:
     # psycopg would parse every row's JSON, and a combination's rows are summed first.
-    rows = kept.annotate(text=Cast("combination", TextField())).values_list("text", "tickets")
+    rows = kept.annotate(text=Cast("combination", TextField())).values_list("pk", "text", "tickets")
     net: Counter[str] = Counter()
-    for combination, tickets in rows:
+    newest = 0
+    for row, combination, tickets in rows:
         net[combination] += tickets
+        newest = max(newest, row)
     alive = [(combination, n) for combination, n in net.items() if n]
     if len(rows) - len(alive) > FOLD_COMBINATION_ROWS_AFTER:
         fold_combination_deltas()
@@ -227,7 +243,7 @@ def _combined_facets(filters: QueueFilters, user) -> Facets:
             else:
                 for value in values:
                     tally[value] += n
-    return _facets(tallies)
+    return _facets(tallies), newest
 
 
 _decode_combinations = msgspec.json.Decoder(list[dict[str, str | list[str]]]).decode
