@@ -199,6 +199,8 @@ class TicketCombinationDelta(models.Model):
 
     combination = models.JSONField(default=dict)
     tickets = models.IntegerField()
+    # Written by a fold (or a recount), which writes every row again; not by the trigger.
+    folded = models.BooleanField(db_default=False)
 
     class Meta:
         indexes = [

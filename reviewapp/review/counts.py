@@ -99,36 +99,47 @@ def facet_counts(filters: QueueFilters, user) -> Facets:
 
 
 def _combined_facets_kept(filters: QueueFilters, user) -> Facets:
-    """_combined_facets, kept while no kept row they sum is added (rows are only ever
-    appended, or all written again by a fold, as new rows): a change to tickets these
-    filters do not select leaves them as they are, where the data stamp would name new
-    data. Whether a row was added is one look at the rows appended since (few: at most
-    CACHE_SECONDS of them). A row committed out of id order is counted after CACHE_SECONDS,
-    as with the data stamp."""
+    """_combined_facets, kept and brought up to date from the rows appended since, where the
+    data stamp would have them summed again after any change: a change to tickets these
+    filters select adds a row or two to what is kept, one to other tickets adds nothing.
+
+    Rows are only ever appended, by the trigger, or written again whole, by a fold (marked
+    `folded`): one of those among the rows appended has them summed again. So does a change
+    of what is counted (the trigger made again: its own name is in the key). A row committed
+    out of id order is counted after CACHE_SECONDS, as with the data stamp."""
     wanted = _wanted(filters, user)
-    named = hashlib.sha256(msgspec.json.encode(sorted(wanted.items()))).hexdigest()
-    key = f"tickets:combined:{named}"
+    named = hashlib.sha256(msgspec.json.encode([_trigger_name(), sorted(wanted.items())]))
+    key = f"tickets:combined:{named.hexdigest()}"
     kept = cache.get(key)
-    if kept is None or _added_since(kept[0], wanted):
-        facets, newest = _sum_combinations(wanted)
-        kept = (newest, facets)
+    added = _appended_since(kept["newest"], wanted) if kept else []
+    if kept is None or any(folded for *_, folded in added):
+        tallies, newest = _sum_combinations(wanted)
+        kept = {"tallies": tallies, "newest": newest, "appended": 0}
         cache.set(key, kept, CACHE_SECONDS)
-    newest, facets = kept
-    return replace(facets, counted_as=f"{named}:{newest}")
+    elif added:
+        for row, combination, tickets, _ in added:
+            _tally(kept["tallies"], msgspec.json.decode(combination), tickets)
+            kept["newest"] = max(kept["newest"], row)
+        kept["appended"] += len(added)
+        cache.set(key, kept, CACHE_SECONDS)
+        if kept["appended"] > FOLD_COMBINATION_ROWS_AFTER:
+            fold_combination_deltas()  # the next read sums them again
+    tallies = {name: +tally for name, tally in kept["tallies"].items()}  # the counts above 0
+    return replace(_facets(tallies), counted_as=f"{key}:{kept['newest']}")
 
 
-def _added_since(newest: int, wanted: dict) -> bool:
-    """Whether a kept row with these values was appended after row `newest`."""
+def _appended_since(newest: int, wanted: dict) -> list[tuple[int, str, int, bool]]:
+    """The kept rows with these values appended after row `newest`."""
     table = TicketCombinationDelta._meta.db_table
     with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
-        # OFFSET 0: the rows after `newest` first, from the primary key; else PostgreSQL may
-        # read every row with these values from the containment index.
+        # OFFSET 0: the rows after `newest` first, from the primary key (few); else
+        # PostgreSQL may read every row with these values from the containment index.
         cursor.execute(
-            f"SELECT EXISTS (SELECT FROM (SELECT combination FROM {table} WHERE id > %s "
-            f"OFFSET 0) AS added WHERE added.combination @> %s)",
+            f"SELECT id, combination::text, tickets, folded FROM (SELECT * FROM {table} "
+            f"WHERE id > %s OFFSET 0) AS added WHERE added.combination @> %s",
             [newest, Jsonb(wanted)],
         )
-        return cursor.fetchone()[0]
+        return cursor.fetchall()
 
 
 def _wanted(filters: QueueFilters, user) -> dict:
@@ -205,13 +216,13 @@ FOLD_COMBINATION_ROWS_AFTER = 1000
 def _combined_facets(filters: QueueFilters, user) -> Facets:
     """The counts within `filters` (on counted filters only), summed from the kept
     combinations they select (JSON containment: each filter's `wanted` value)."""
-    return _sum_combinations(_wanted(filters, user))[0]
+    return _facets(_sum_combinations(_wanted(filters, user))[0])
 
 
-def _sum_combinations(wanted: dict) -> tuple[Facets, int]:
-    """The counts of the kept combinations holding `wanted`, and the newest row summed. The
-    rows are read as they are and summed here: PostgreSQL sorting them by combination and
-    taking each apart took twice as long (benchmarks/pages.py --n 1000000)."""
+def _sum_combinations(wanted: dict) -> tuple[dict[str, Counter[str]], int]:
+    """The counts per value of the kept combinations holding `wanted`, and the newest row
+    summed. The rows are read as they are and summed here: PostgreSQL sorting them by
+    combination and taking each apart took twice as long (benchmarks/pages.py)."""
     kept = TicketCombinationDelta.objects.filter(combination__contains=wanted)
     # Each combination as jsonb's own text (the same combination, the same text), as it is:
     # psycopg would parse every row's JSON, and a combination's rows are summed first.
@@ -234,16 +245,21 @@ def _sum_combinations(wanted: dict) -> tuple[Facets, int]:
     summed = {name: tally for name, tally in tallies.items() if name not in single}
     combinations = _decode_combinations(f"[{','.join(text for text, _ in alive)}]")
     for combination, (_, n) in zip(combinations, alive, strict=True):
-        for name, values in combination.items():
-            tally = summed.get(name)
-            if tally is None:
-                continue
-            if isinstance(values, str):
-                tally[values] += n
-            else:
-                for value in values:
-                    tally[value] += n
-    return _facets(tallies), newest
+        _tally(summed, combination, n)
+    return tallies, newest
+
+
+def _tally(tallies: dict[str, Counter[str]], combination: dict, n: int) -> None:
+    """Count `n` tickets of `combination` in the tallies of its filters (those given)."""
+    for name, values in combination.items():
+        tally = tallies.get(name)
+        if tally is None:
+            continue
+        if isinstance(values, str):
+            tally[values] += n
+        else:
+            for value in values:
+                tally[value] += n
 
 
 _decode_combinations = msgspec.json.Decoder(list[dict[str, str | list[str]]]).decode
@@ -276,10 +292,14 @@ def _fold(model, key: str, *, analyze: bool) -> None:
         # One fold at a time; one already running does the work.
         if not transaction_lock(f"fold {table}", wait=False):
             return
+        # The combinations' rows written so are marked: a reader bringing counts up to date
+        # from the rows appended since must sum them again (_combined_facets_kept).
+        marked = ", folded" if model is TicketCombinationDelta else ""
         cursor.execute(
             f"WITH folded AS (DELETE FROM {table} RETURNING {key}, tickets) "
-            f"INSERT INTO {table} ({key}, tickets) "
-            f"SELECT {key}, SUM(tickets) FROM folded GROUP BY {key} HAVING SUM(tickets) <> 0"
+            f"INSERT INTO {table} ({key}, tickets{marked}) "
+            f"SELECT {key}, SUM(tickets){marked and ', true'} FROM folded GROUP BY {key} "
+            f"HAVING SUM(tickets) <> 0"
         )
         if analyze:
             cursor.execute(f"ANALYZE {table}")
@@ -389,6 +409,12 @@ END
 $counting$ LANGUAGE plpgsql"""
 
 
+def _trigger_name() -> str:
+    """Names what the trigger counts, as the counted filters define it now (a few dozen
+    microseconds: made each time, as a test may define another counted filter)."""
+    return hashlib.sha256(_trigger_function().encode()).hexdigest()
+
+
 _FUNCTION = "crosscheck_count_tickets"
 # A trigger with transition tables fires on one kind of statement: three of them.
 _TRIGGERS = {
@@ -404,7 +430,7 @@ def keep_counting(using: str = DEFAULT_DB_ALIAS) -> bool:
     When it changes, every ticket is counted again, the tickets locked against changes
     meanwhile. True when it did. Nothing before migration 0037 (the combinations' JSON)."""
     function = _trigger_function()
-    made_from = hashlib.sha256(function.encode()).hexdigest()
+    made_from = _trigger_name()
     tickets = Ticket._meta.db_table
     connection = connections[using]
     with connection.cursor() as cursor:
@@ -431,5 +457,8 @@ def keep_counting(using: str = DEFAULT_DB_ALIAS) -> bool:
         for model in KEPT:
             cursor.execute(f"DELETE FROM {model._meta.db_table}")
         cursor.execute(_counting_sql(f"SELECT t.*, 1 AS sign FROM {tickets} AS t"))
+        if "folded" in {column.name for column in described}:
+            # Written again whole, as a fold writes them (see _combined_facets_kept).
+            cursor.execute(f"UPDATE {table} SET folded = true")
         cursor.execute(f"COMMENT ON FUNCTION {_FUNCTION}() IS '{made_from}'")
     return True
