@@ -297,7 +297,7 @@ def ticket_detail(request: HttpRequest, ticket_id: int) -> HttpResponse:
         "read_evidence": lambda: ticket_evidence(with_judgement(ticket)),
         "evidence_seconds": EVIDENCE_CACHE_SECONDS,
         # Read when the template's cache (under the data stamp) has nothing.
-        "related": SimpleLazyObject(lambda: related.related_tickets(ticket, shown=RELATED_SHOWN)),
+        "related": SimpleLazyObject(lambda: _related(ticket)),
         "family_url": _queue_url(queue.QueueFilters(family=ticket.fingerprint, state="")),
         "related_shown": RELATED_SHOWN,
         "later": related.later_judgement(ticket),
@@ -311,6 +311,18 @@ def ticket_detail(request: HttpRequest, ticket_id: int) -> HttpResponse:
         else (),
     }
     return render(request, "review/detail.html", context)
+
+
+def _related(ticket: Ticket) -> related.RelatedTickets:
+    """The tickets beside this one, each with its URL and its run's in the queue, made here
+    from one reverse each: a reverse per row was half the time of rendering them."""
+    found = related.related_tickets(ticket, shown=RELATED_SHOWN)
+    ticket_url = review_rows.url_of_each_ticket("ticket-detail")
+    queue_url = reverse("ticket-queue")
+    for other in (*found.family, *found.same_run):
+        other["url"] = ticket_url(other["pk"])
+        other["run_url"] = f"{queue_url}?{urlencode({'state': 'any', 'q': other['run__run_id']})}"
+    return found
 
 
 @require_GET

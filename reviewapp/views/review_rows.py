@@ -46,7 +46,7 @@ NONE = "—"
 CELLS_A_FINDING_SPANS = ("sources", "action")
 
 
-def _url_of_each_ticket(name: str) -> Callable[[str], str]:
+def url_of_each_ticket(name: str) -> Callable[[str], str]:
     """The URL `name` of any ticket, from one reverse(): the ticket's id is its only part
     that varies."""
     placeholder = "2147483647"
@@ -84,8 +84,8 @@ def queue_rows(tickets: Iterable[Mapping[str, Any]], *, queue_query: str = "") -
     now: the queue caches its rows for stamp.CACHE_SECONDS at most. Each ticket's link
     carries the queue's filters (`queue_query`, URL-encoded), so that its page moves to the
     tickets before and after it in this queue."""
-    ticket_url = _url_of_each_ticket("ticket-detail")
-    claim_url = _url_of_each_ticket("ticket-claim")
+    ticket_url = url_of_each_ticket("ticket-detail")
+    claim_url = url_of_each_ticket("ticket-claim")
     came_from = f"?{urlencode({'queue': queue_query})}"
     now = timezone.now()
     shown = cells()
