@@ -25,7 +25,11 @@ tables), which appends a row per changed count instead of updating a total: two
 transactions never wait for each other there. Reading folds the rows together now and then,
 and so does beat, every minute. The trigger is made from the counted filters' definitions
 (each says how its value is kept: `Counted.kept_sql`), after every `manage.py migrate`
-(keep_counting); when the definitions change, every ticket is counted again there."""
+(keep_counting); when the definitions change, every ticket is counted again there.
+
+A filtered queue's sums are kept and brought up to date from the rows appended since (a
+change to tickets it selects is a row or two; one to other tickets, none), where the data
+stamp would have them summed again after any change (_combined_facets_kept)."""
 
 from __future__ import annotations
 

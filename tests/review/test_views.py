@@ -844,3 +844,17 @@ def test_only_the_author_may_undo_a_bulk_close_and_only_for_a_while(
     with pytest.raises(changes.TicketActionError):
         changes.bulk_undo("b1", actor=second_reviewer)
     assert Ticket.objects.get(pk=stale.pk).state == "closed"
+
+
+def test_the_filter_form_offers_a_version_published_after_it_was_shown(
+    client, desk, reviewer, approver
+):
+    from tests.policy.helpers import publish_review_rule
+
+    client.force_login(reviewer)
+    offered = re.compile(r'<option value="(\d+)">v\1')
+    assert not offered.findall(client.get(reverse("ticket-queue")).content.decode())
+    version = publish_review_rule(reviewer, approver)
+    # The form is kept per filters and newest version: the same filters show the new one.
+    page = client.get(reverse("ticket-queue")).content.decode()
+    assert offered.findall(page) == [str(version.number)]
