@@ -45,7 +45,6 @@ from django.core.cache import cache
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.models import Count, Field, QuerySet, Sum, TextField
 from django.db.models.functions import Cast
-from psycopg.types.json import Jsonb
 
 from reviewapp.infra.locks import transaction_lock
 from reviewapp.models import Ticket, TicketCombinationDelta, TicketFacetDelta
@@ -140,8 +139,8 @@ def _appended_since(newest: int, wanted: dict) -> list[tuple[int, str, int, bool
         # PostgreSQL may read every row with these values from the containment index.
         cursor.execute(
             f"SELECT id, combination::text, tickets, folded FROM (SELECT * FROM {table} "
-            f"WHERE id > %s OFFSET 0) AS added WHERE added.combination @> %s",
-            [newest, Jsonb(wanted)],
+            f"WHERE id > %s OFFSET 0) AS added WHERE added.combination @> %s::jsonb",
+            [newest, msgspec.json.encode(wanted).decode()],
         )
         return cursor.fetchall()
 
