@@ -93,10 +93,10 @@ def facet_counts(filters: QueueFilters, user) -> Facets:
 
     def count() -> Facets:
         if _counted_by_the_database(filters):
-            return replace(_kept_facets(filters.state), version=version, counted_as=version)
-        return replace(
-            _count_facets(filtered_tickets(filters, user)), version=version, counted_as=version
-        )
+            facets = _kept_facets(filters.state)
+        else:
+            facets = _count_facets(filtered_tickets(filters, user))
+        return replace(facets, version=version, counted_as=version)
 
     return replace(cached(f"tickets:facets:{version}", count), seen=now.text)
 
@@ -286,22 +286,23 @@ def fold_combination_deltas() -> None:
     (as fold_facet_deltas does for the counts per value)."""
     # Every row is rewritten: the planner is told at once, so the next reads use the
     # index, not what an empty table once looked like.
-    _fold(TicketCombinationDelta, "combination", analyze=True)
+    # Marked: a reader bringing counts up to date from the rows appended since must sum
+    # them again (_combined_facets_kept).
+    _fold(TicketCombinationDelta, "combination", analyze=True, marked=True)
 
 
-def _fold(model, key: str, *, analyze: bool) -> None:
+def _fold(model, key: str, *, analyze: bool, marked: bool = False) -> None:
+    """`marked`: the rows written say so (their `folded` column)."""
     table = model._meta.db_table
+    folded = ", folded" if marked else ""
     with transaction.atomic(), connections[DEFAULT_DB_ALIAS].cursor() as cursor:
         # One fold at a time; one already running does the work.
         if not transaction_lock(f"fold {table}", wait=False):
             return
-        # The combinations' rows written so are marked: a reader bringing counts up to date
-        # from the rows appended since must sum them again (_combined_facets_kept).
-        marked = ", folded" if model is TicketCombinationDelta else ""
         cursor.execute(
             f"WITH folded AS (DELETE FROM {table} RETURNING {key}, tickets) "
-            f"INSERT INTO {table} ({key}, tickets{marked}) "
-            f"SELECT {key}, SUM(tickets){marked and ', true'} FROM folded GROUP BY {key} "
+            f"INSERT INTO {table} ({key}, tickets{folded}) "
+            f"SELECT {key}, SUM(tickets){folded and ', true'} FROM folded GROUP BY {key} "
             f"HAVING SUM(tickets) <> 0"
         )
         if analyze:

@@ -321,7 +321,7 @@ def _related(ticket: Ticket) -> related.RelatedTickets:
     queue_url = reverse("ticket-queue")
     for other in (*found.family, *found.same_run):
         other["url"] = ticket_url(other["pk"])
-        other["run_url"] = f"{queue_url}?{urlencode({'state': 'any', 'q': other['run__run_id']})}"
+        other["run_url"] = _url_with(queue_url, {"state": "any"}, {"q": other["run__run_id"]})
     return found
 
 
